@@ -17,6 +17,8 @@ PKGS=(
 	qemu-system-x86 busybox-static
 	# tests, benchmarks, plots
 	python3 gnuplot-nox
+	# checkpatch, sparse and tc-testing (tdc) come from the kernel source
+	linux-source-6.1 sparse
 )
 
 missing=()
@@ -25,8 +27,28 @@ for p in "${PKGS[@]}"; do
 		grep -qx installed || missing+=("$p")
 done
 
+extract_kernel_tools() {
+	# checkpatch.pl and tc-testing live only in the source tarball; keep
+	# the few files we use under build/ (git-ignored).
+	local top dst tarball
+	top=$(cd "$(dirname "$0")/.." && pwd)
+	dst=$top/build/linux-src
+	[ -f "$dst/scripts/checkpatch.pl" ] && [ -d "$dst/tools/testing/selftests/tc-testing" ] && return 0
+	tarball=$(ls /usr/src/linux-source-6.1.tar.* 2>/dev/null | head -n 1)
+	[ -n "$tarball" ] || { echo "install-deps: no linux-source tarball" >&2; return 1; }
+	echo "install-deps: extracting checkpatch and tc-testing from $tarball"
+	mkdir -p "$dst"
+	tar -xf "$tarball" -C "$dst" --strip-components=1 \
+		linux-source-6.1/scripts/checkpatch.pl \
+		linux-source-6.1/scripts/spelling.txt \
+		linux-source-6.1/scripts/const_structs.checkpatch \
+		linux-source-6.1/tools/testing/selftests/tc-testing \
+		linux-source-6.1/tools/testing/selftests/kselftest.h
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps: all ${#PKGS[@]} packages present"
+	extract_kernel_tools
 	exit 0
 fi
 
@@ -43,3 +65,4 @@ export DEBIAN_FRONTEND=noninteractive
 export INITRD=No
 apt-get update -q </dev/null
 apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+extract_kernel_tools

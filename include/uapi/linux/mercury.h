@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * Mercury layer-priority qdisc: netlink options and statistics.
+ *
+ * Shared by the module (kmod/), the tc plugin (tc-plugin/) and the
+ * userspace tools. Append only: never reorder or remove an attribute or a
+ * statistics field.
+ */
+#ifndef _UAPI_LINUX_MERCURY_H
+#define _UAPI_LINUX_MERCURY_H
+
+#include <linux/types.h>
+
+/* Where the tag comes from (TCA_MERCURY_TAG_SOURCE). */
+enum {
+	TC_MERCURY_TAG_MARK,		/* skb->mark */
+	TC_MERCURY_TAG_PRIORITY,	/* skb->priority */
+	__TC_MERCURY_TAG_MAX,
+};
+
+/* Where tag 0 and out-of-range tags go (TCA_MERCURY_UNTAGGED). */
+enum {
+	TC_MERCURY_UNTAGGED_FIRST,	/* before every tagged level */
+	TC_MERCURY_UNTAGGED_LAST,	/* after every tagged level */
+	__TC_MERCURY_UNTAGGED_MAX,
+};
+
+#define TC_MERCURY_MAX_LEVELS	65536	/* tagged levels: tags 1..levels */
+#define TC_MERCURY_MAX_FLOWS	65536	/* flow buckets */
+#define TC_MERCURY_MAX_SHARE	90	/* untagged share, percent */
+
+enum {
+	TCA_MERCURY_UNSPEC,
+	TCA_MERCURY_LEVELS,		/* u32: number of tagged levels */
+	TCA_MERCURY_TAG_SOURCE,		/* u8: TC_MERCURY_TAG_* */
+	TCA_MERCURY_TAG_SHIFT,		/* u8: bits, tag = (v >> shift) & mask */
+	TCA_MERCURY_TAG_MASK,		/* u32: non-zero bit mask */
+	TCA_MERCURY_UNTAGGED,		/* u8: TC_MERCURY_UNTAGGED_* */
+	TCA_MERCURY_UNTAGGED_SHARE,	/* u8: percent of bytes, 'last' only */
+	TCA_MERCURY_FLOW_ORDER,		/* u8: 1 keeps each flow in order */
+	TCA_MERCURY_FLOWS,		/* u32: flow hash buckets */
+	TCA_MERCURY_LIMIT,		/* u32: packets */
+	TCA_MERCURY_MEMORY_LIMIT,	/* u32: bytes of skb truesize */
+	TCA_MERCURY_QUANTUM,		/* u32: bytes per round within a level */
+	__TCA_MERCURY_MAX
+};
+
+#define TCA_MERCURY_MAX	(__TCA_MERCURY_MAX - 1)
+
+/* Qdisc statistics (TCA_STATS_APP of the qdisc). */
+struct tc_mercury_xstats {
+	__u32	flows;			/* flow buckets holding packets now */
+	__u32	levels_active;		/* levels holding flows now */
+	__u32	most_urgent;		/* smallest tag ever queued, 0: none */
+	__u32	memory_usage;		/* bytes of skb truesize queued */
+	__u64	drops_limit;		/* packets dropped: limit reached */
+	__u64	drops_memory;		/* packets dropped: memory_limit */
+	__u64	inversions_avoided;	/* packets sent while a less urgent
+					 * level also held packets
+					 */
+	__u64	untagged_packets;	/* packets sent from the untagged class */
+	__u64	untagged_bytes;		/* bytes sent from the untagged class */
+	__u64	share_forced;		/* untagged packets sent ahead of tagged
+					 * ones to honour untagged_share
+					 */
+	__u64	chain_rebuilds;		/* tail drops that rescanned a flow */
+};
+
+/*
+ * Class statistics (TCA_STATS_APP of a class). Class minor N is tag N;
+ * the untagged class is minor TC_MERCURY_UNTAGGED_MINOR. Only levels that
+ * ever saw a packet are listed.
+ */
+#define TC_MERCURY_UNTAGGED_MINOR	0xffff
+
+struct tc_mercury_cl_xstats {
+	__u32	tag;			/* tag of this level, 0: untagged */
+	__u32	qlen;			/* packets queued with this tag */
+	__u32	backlog;		/* bytes queued with this tag */
+	__u32	flows;			/* flows served at this level now */
+	__u64	packets;		/* packets sent with this tag */
+	__u64	bytes;			/* bytes sent with this tag */
+	__u64	drops;			/* packets with this tag dropped */
+};
+
+#endif /* _UAPI_LINUX_MERCURY_H */

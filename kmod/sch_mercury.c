@@ -1,0 +1,1071 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * sch_mercury.c	Mercury: layer-priority packet scheduling for DNN training.
+ *
+ * Data-parallel training sends one gradient tensor per layer and iteration.
+ * Backward produces them last layer first, but the next forward pass needs
+ * them first layer first. Mercury sends the most urgent queued packet
+ * first, so the bytes the next iteration needs soonest leave soonest.
+ *
+ * Contract
+ *  - Each packet carries a tag, read once at enqueue from skb->mark or
+ *    skb->priority as (value >> shift) & mask. Tag 1 is the most urgent;
+ *    tags 1..levels are tagged levels. Tag 0 and tags above levels go to
+ *    the untagged class, placed before or after all tagged levels.
+ *  - Packets of one flow (one skb_get_hash(), folded into a bucket) never
+ *    overtake each other. A flow is served at the level of its most urgent
+ *    queued packet. Flows at one level share it round-robin by bytes
+ *    (deficit round robin, one quantum per round).
+ *  - With flow_order off, the bucket is also chosen by level, so packets
+ *    of one flow at different levels may overtake each other.
+ *  - When full (limit packets or memory_limit bytes of truesize), the newest
+ *    packet of a flow at the least urgent level is dropped, unless the
+ *    arriving packet is not more urgent than it: then the arriving packet
+ *    is dropped. A more urgent packet is never dropped to admit a less
+ *    urgent one.
+ *  - With the untagged class last and untagged_share > 0, untagged packets
+ *    get at least that share of the bytes while tagged traffic saturates
+ *    the link.
+ *
+ * Data structures, all O(1) per packet:
+ *  - Levels are indexed by rank: 0 is served first. A three-level bitmap
+ *    (64 x 64 x 64 bits, enough for 65537 ranks) marks ranks holding
+ *    flows; find-first-set gives the most urgent, find-last-set the least
+ *    urgent level, in three word operations whatever the number of levels.
+ *  - Flows live in a fixed hash table of buckets allocated at
+ *    configuration time: no allocation on the packet path.
+ *  - A flow is a FIFO of skbs (skb->next/prev). Its most urgent packet is
+ *    tracked by a "min chain" threaded through the skbs' qdisc cb: the
+ *    chain holds the packets that are more urgent than every packet queued
+ *    after them, in FIFO order, so its first element is the flow's most
+ *    urgent packet. Appending a packet unlinks the chain's tail while it is
+ *    not more urgent (amortised O(1): each packet leaves the chain once).
+ *    Dequeue takes the FIFO head, which is the chain head or not on it.
+ *    Dropping the FIFO tail, which is always the chain tail, re-threads the
+ *    packets it had unlinked; this slow path is counted in chain_rebuilds.
+ *  - No memory per queued packet beyond the skb itself.
+ *
+ * Locking: enqueue, dequeue and reset run under the qdisc root lock.
+ * change() validates and allocates first, then applies under
+ * sch_tree_lock(); structural changes re-queue every packet in dequeue
+ * order, so no packet is lost and no flow is reordered.
+ */
+
+#include <linux/bitops.h>
+#include <linux/errno.h>
+#include <linux/kernel.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/skbuff.h>
+#include <linux/slab.h>
+#include <linux/types.h>
+#include <net/netlink.h>
+#include <net/pkt_sched.h>
+#include <net/sch_generic.h>
+#include <linux/mercury.h>
+
+#define MERCURY_MAX_RANKS	(TC_MERCURY_MAX_LEVELS + 1)
+#define MERCURY_LEAF_WORDS(n)	DIV_ROUND_UP(n, 64)
+#define MERCURY_MID_WORDS	MERCURY_LEAF_WORDS(MERCURY_LEAF_WORDS(MERCURY_MAX_RANKS))
+#define MERCURY_NO_RANK		U32_MAX
+
+/* Per-packet state, in the 20 bytes of skb->cb a qdisc owns; packed since
+ * two pointers and the rank fill it exactly.
+ */
+struct mercury_skb_cb {
+	struct sk_buff	*chain_next;	/* next less urgent chain packet */
+	struct sk_buff	*chain_prev;	/* previous more urgent chain packet */
+	u32		rank : 31,	/* level index, 0 served first */
+			pruned : 1;	/* unlinked packets from the chain */
+} __packed;
+
+/* A bucket of the flow table: one FIFO of packets. */
+struct mercury_flow {
+	struct sk_buff		*head;		/* oldest packet */
+	struct sk_buff		*tail;		/* newest packet, chain tail */
+	struct sk_buff		*chain_head;	/* most urgent packet */
+	struct list_head	node;		/* in levels[rank].flows */
+	int			deficit;	/* bytes */
+	u32			rank;		/* level served at */
+	u32			qlen;		/* packets */
+};
+
+/* One level. The lists hold flows by their served rank; the counters
+ * count packets by their own tag.
+ */
+struct mercury_level {
+	struct list_head	flows;		/* round-robin list of flows */
+	u32			nflows;		/* flows in the list */
+	u32			qlen;		/* packets queued */
+	u32			backlog;	/* bytes queued */
+	u64			packets;	/* packets sent */
+	u64			bytes;		/* bytes sent */
+	u64			drops;		/* packets dropped */
+};
+
+/* Everything whose size depends on the configuration. */
+struct mercury_tables {
+	struct mercury_level	*levels;	/* nlevels + 1 entries */
+	struct mercury_flow	*flows;		/* nflows entries */
+	u64			*leaf;		/* one bit per rank */
+};
+
+struct mercury_config {
+	u32	levels;		/* tagged levels */
+	u32	flows;		/* buckets */
+	u32	mask;		/* tag mask */
+	u32	limit;		/* packets */
+	u32	memory_limit;	/* bytes of truesize */
+	u32	quantum;	/* bytes */
+	u8	source;		/* TC_MERCURY_TAG_* */
+	u8	shift;		/* bits */
+	u8	untagged;	/* TC_MERCURY_UNTAGGED_* */
+	u8	share;		/* percent */
+	u8	flow_order;	/* bool */
+};
+
+struct mercury_sched_data {
+	/* packet path */
+	struct mercury_tables	t;
+	u64			top;			/* bit per mid word */
+	u64			mid[MERCURY_MID_WORDS];	/* bit per leaf word */
+	struct mercury_config	cfg;
+	u32			untagged_rank;		/* rank of tag 0 */
+	u32			memory_usage;		/* bytes of truesize */
+	s64			share_credit;		/* bytes x 100 */
+
+	/* statistics */
+	u32			stat_flows;
+	u32			stat_levels;
+	u32			stat_most_urgent;
+	u64			stat_drops_limit;
+	u64			stat_drops_memory;
+	u64			stat_inversions_avoided;
+	u64			stat_untagged_packets;
+	u64			stat_untagged_bytes;
+	u64			stat_share_forced;
+	u64			stat_chain_rebuilds;
+};
+
+static struct mercury_skb_cb *mercury_cb(const struct sk_buff *skb)
+{
+	qdisc_cb_private_validate(skb, sizeof(struct mercury_skb_cb));
+	return (struct mercury_skb_cb *)qdisc_skb_cb(skb)->data;
+}
+
+static u32 mercury_rank_of(const struct sk_buff *skb)
+{
+	return mercury_cb(skb)->rank;
+}
+
+static u32 mercury_tag_of_rank(const struct mercury_sched_data *q, u32 rank)
+{
+	if (rank == q->untagged_rank)
+		return 0;
+	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? rank : rank + 1;
+}
+
+static u32 mercury_classify(const struct mercury_sched_data *q,
+			    const struct sk_buff *skb)
+{
+	u32 v = q->cfg.source == TC_MERCURY_TAG_PRIORITY ?
+		skb->priority : skb->mark;
+	u32 tag = (v >> q->cfg.shift) & q->cfg.mask;
+
+	if (!tag || tag > q->cfg.levels)
+		return q->untagged_rank;
+	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? tag : tag - 1;
+}
+
+/* ---- the level bitmap ------------------------------------------------ */
+
+static void mercury_bit_set(struct mercury_sched_data *q, u32 rank)
+{
+	u32 w = rank / 64;
+
+	q->t.leaf[w] |= BIT_ULL(rank % 64);
+	q->mid[w / 64] |= BIT_ULL(w % 64);
+	q->top |= BIT_ULL(w / 64);
+}
+
+static void mercury_bit_clear(struct mercury_sched_data *q, u32 rank)
+{
+	u32 w = rank / 64;
+
+	q->t.leaf[w] &= ~BIT_ULL(rank % 64);
+	if (q->t.leaf[w])
+		return;
+	q->mid[w / 64] &= ~BIT_ULL(w % 64);
+	if (q->mid[w / 64])
+		return;
+	q->top &= ~BIT_ULL(w / 64);
+}
+
+/* Most urgent rank holding a flow, or MERCURY_NO_RANK. */
+static u32 mercury_first_rank(const struct mercury_sched_data *q)
+{
+	u32 m, w;
+
+	if (!q->top)
+		return MERCURY_NO_RANK;
+	m = __ffs64(q->top);
+	w = m * 64 + __ffs64(q->mid[m]);
+	return w * 64 + __ffs64(q->t.leaf[w]);
+}
+
+/* Least urgent rank holding a flow, or MERCURY_NO_RANK. */
+static u32 mercury_last_rank(const struct mercury_sched_data *q)
+{
+	u32 m, w;
+
+	if (!q->top)
+		return MERCURY_NO_RANK;
+	m = fls64(q->top) - 1;
+	w = m * 64 + fls64(q->mid[m]) - 1;
+	return w * 64 + fls64(q->t.leaf[w]) - 1;
+}
+
+/* ---- flows on levels ------------------------------------------------- */
+
+static void mercury_flow_attach(struct mercury_sched_data *q,
+				struct mercury_flow *f, u32 rank)
+{
+	struct mercury_level *l = &q->t.levels[rank];
+
+	if (list_empty(&l->flows)) {
+		mercury_bit_set(q, rank);
+		q->stat_levels++;
+	}
+	list_add_tail(&f->node, &l->flows);
+	l->nflows++;
+	f->rank = rank;
+}
+
+static void mercury_flow_detach(struct mercury_sched_data *q,
+				struct mercury_flow *f)
+{
+	struct mercury_level *l = &q->t.levels[f->rank];
+
+	list_del_init(&f->node);
+	l->nflows--;
+	if (list_empty(&l->flows)) {
+		mercury_bit_clear(q, f->rank);
+		q->stat_levels--;
+	}
+}
+
+/* After the flow lost a packet: move it to the level of its most urgent
+ * remaining packet, or take it off the levels when it is empty.
+ */
+static void mercury_flow_requeue(struct mercury_sched_data *q,
+				 struct mercury_flow *f)
+{
+	u32 rank;
+
+	if (!f->qlen) {
+		mercury_flow_detach(q, f);
+		q->stat_flows--;
+		return;
+	}
+	rank = mercury_rank_of(f->chain_head);
+	if (rank != f->rank) {
+		mercury_flow_detach(q, f);
+		mercury_flow_attach(q, f, rank);
+	}
+}
+
+/* ---- the min chain --------------------------------------------------- */
+
+/* Thread @skb onto the chain after @last, the current chain tail. Packets
+ * at the tail that are not more urgent than @skb leave the chain: @skb
+ * will be sent before none of them, so it bounds their urgency.
+ */
+static void mercury_chain_append(struct mercury_flow *f, struct sk_buff *last,
+				 struct sk_buff *skb)
+{
+	struct mercury_skb_cb *cb = mercury_cb(skb);
+
+	cb->pruned = 0;
+	while (last && mercury_rank_of(last) >= cb->rank) {
+		last = mercury_cb(last)->chain_prev;
+		cb->pruned = 1;
+	}
+	cb->chain_prev = last;
+	cb->chain_next = NULL;
+	if (last)
+		mercury_cb(last)->chain_next = skb;
+	else
+		f->chain_head = skb;
+}
+
+static void mercury_flow_push(struct mercury_flow *f, struct sk_buff *skb)
+{
+	struct sk_buff *last = f->tail;
+
+	skb->next = NULL;
+	skb->prev = last;
+	if (last)
+		last->next = skb;
+	else
+		f->head = skb;
+	f->tail = skb;
+	f->qlen++;
+	mercury_chain_append(f, last, skb);
+}
+
+static struct sk_buff *mercury_flow_pop_head(struct mercury_flow *f)
+{
+	struct sk_buff *skb = f->head;
+
+	f->head = skb->next;
+	if (f->head)
+		f->head->prev = NULL;
+	else
+		f->tail = NULL;
+	f->qlen--;
+
+	if (skb == f->chain_head) {
+		f->chain_head = mercury_cb(skb)->chain_next;
+		if (f->chain_head)
+			mercury_cb(f->chain_head)->chain_prev = NULL;
+	}
+	skb->next = NULL;
+	skb->prev = NULL;
+	return skb;
+}
+
+static struct sk_buff *mercury_flow_pop_tail(struct mercury_sched_data *q,
+					     struct mercury_flow *f)
+{
+	struct sk_buff *skb = f->tail;
+	struct mercury_skb_cb *cb = mercury_cb(skb);
+	struct sk_buff *last = cb->chain_prev;
+	struct sk_buff *p;
+
+	f->tail = skb->prev;
+	if (f->tail)
+		f->tail->next = NULL;
+	else
+		f->head = NULL;
+	f->qlen--;
+
+	if (last)
+		mercury_cb(last)->chain_next = NULL;
+	else
+		f->chain_head = NULL;
+
+	/* Re-thread the packets @skb had unlinked: those after @last. */
+	if (cb->pruned && f->tail) {
+		for (p = last ? last->next : f->head; p; p = p->next) {
+			mercury_chain_append(f, last, p);
+			last = p;
+		}
+		q->stat_chain_rebuilds++;
+	}
+	skb->next = NULL;
+	skb->prev = NULL;
+	return skb;
+}
+
+/* ---- enqueue and dequeue --------------------------------------------- */
+
+static u32 mercury_bucket(const struct mercury_sched_data *q,
+			  struct sk_buff *skb, u32 rank)
+{
+	u32 b = reciprocal_scale(skb_get_hash(skb), q->cfg.flows);
+
+	/* Without flow order a flow's levels land in different buckets;
+	 * consecutive ranks never collide for fewer than 'flows' levels.
+	 */
+	if (!q->cfg.flow_order)
+		b = (b + rank) % q->cfg.flows;
+	return b;
+}
+
+/* Queue @skb, already classified into cb->rank. No limits, no sch stats. */
+static void mercury_insert(struct mercury_sched_data *q, struct sk_buff *skb)
+{
+	u32 rank = mercury_rank_of(skb);
+	struct mercury_flow *f = &q->t.flows[mercury_bucket(q, skb, rank)];
+	struct mercury_level *l = &q->t.levels[rank];
+	u32 tag = mercury_tag_of_rank(q, rank);
+
+	mercury_flow_push(f, skb);
+	if (f->qlen == 1) {
+		f->deficit = q->cfg.quantum;
+		mercury_flow_attach(q, f, rank);
+		q->stat_flows++;
+	} else if (rank < f->rank) {
+		/* the flow inherits the urgency of its new packet */
+		mercury_flow_detach(q, f);
+		mercury_flow_attach(q, f, rank);
+	}
+	l->qlen++;
+	l->backlog += qdisc_pkt_len(skb);
+	q->memory_usage += skb->truesize;
+	if (tag && (!q->stat_most_urgent || tag < q->stat_most_urgent))
+		q->stat_most_urgent = tag;
+}
+
+/* Take a packet off its flow's level bookkeeping. No sch stats. */
+static void mercury_account_out(struct mercury_sched_data *q,
+				struct sk_buff *skb)
+{
+	struct mercury_level *l = &q->t.levels[mercury_rank_of(skb)];
+
+	l->qlen--;
+	l->backlog -= qdisc_pkt_len(skb);
+	q->memory_usage -= skb->truesize;
+}
+
+/* Choose the next packet in service order and unlink it. */
+static struct sk_buff *mercury_pick(struct mercury_sched_data *q, u32 rank)
+{
+	struct mercury_level *l = &q->t.levels[rank];
+	struct mercury_flow *f;
+	struct sk_buff *skb;
+
+	for (;;) {
+		f = list_first_entry(&l->flows, struct mercury_flow, node);
+		if (f->deficit > 0)
+			break;
+		f->deficit += q->cfg.quantum;
+		list_move_tail(&f->node, &l->flows);
+	}
+	skb = mercury_flow_pop_head(f);
+	f->deficit -= qdisc_pkt_len(skb);
+	mercury_flow_requeue(q, f);
+	mercury_account_out(q, skb);
+	return skb;
+}
+
+/* The newest packet of a flow at the least urgent level, unlinked, if it
+ * is less urgent than @rank (-1: any); NULL when the arriving packet of
+ * that rank should go instead.
+ */
+static struct sk_buff *mercury_victim(struct mercury_sched_data *q, s64 rank)
+{
+	u32 last = mercury_last_rank(q);
+	struct mercury_flow *f;
+	struct sk_buff *skb;
+
+	if (last == MERCURY_NO_RANK)
+		return NULL;
+	f = list_last_entry(&q->t.levels[last].flows, struct mercury_flow,
+			    node);
+	if (mercury_rank_of(f->tail) <= rank)
+		return NULL;
+	skb = mercury_flow_pop_tail(q, f);
+	mercury_flow_requeue(q, f);
+	mercury_account_out(q, skb);
+	q->t.levels[mercury_rank_of(skb)].drops++;
+	return skb;
+}
+
+static bool mercury_over_limit(const struct mercury_sched_data *q,
+			       const struct Qdisc *sch, u32 truesize)
+{
+	return sch->q.qlen >= q->cfg.limit ||
+	       q->memory_usage + truesize > q->cfg.memory_limit;
+}
+
+static void mercury_count_drop(struct mercury_sched_data *q,
+			       const struct Qdisc *sch)
+{
+	if (sch->q.qlen >= q->cfg.limit)
+		q->stat_drops_limit++;
+	else
+		q->stat_drops_memory++;
+}
+
+static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
+			   struct sk_buff **to_free)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	unsigned int dropped = 0, dropped_len = 0;
+	struct sk_buff *victim;
+	u32 rank;
+
+	rank = mercury_classify(q, skb);
+	mercury_cb(skb)->rank = rank;
+
+	while (mercury_over_limit(q, sch, skb->truesize)) {
+		mercury_count_drop(q, sch);
+		victim = mercury_victim(q, rank);
+		if (!victim) {
+			q->t.levels[rank].drops++;
+			if (dropped)
+				qdisc_tree_reduce_backlog(sch, dropped,
+							  dropped_len);
+			return qdisc_drop(skb, sch, to_free);
+		}
+		dropped++;
+		dropped_len += qdisc_pkt_len(victim);
+		qdisc_qstats_backlog_dec(sch, victim);
+		sch->q.qlen--;
+		qdisc_drop(victim, sch, to_free);
+	}
+
+	mercury_insert(q, skb);
+	qdisc_qstats_backlog_inc(sch, skb);
+	sch->q.qlen++;
+	/* Our parents count the arriving packet but not the victims. */
+	if (dropped)
+		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
+	return NET_XMIT_SUCCESS;
+}
+
+static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	u32 rank = mercury_first_rank(q);
+	u32 urank = q->untagged_rank;
+	struct mercury_level *l;
+	struct sk_buff *skb;
+	unsigned int len;
+	bool untagged_waits;
+
+	if (rank == MERCURY_NO_RANK)
+		return NULL;
+
+	untagged_waits = q->cfg.share && rank != urank &&
+			 !list_empty(&q->t.levels[urank].flows);
+	if (untagged_waits && q->share_credit >= 0) {
+		rank = urank;
+		q->stat_share_forced++;
+	}
+	if (mercury_last_rank(q) != rank)
+		q->stat_inversions_avoided++;
+
+	skb = mercury_pick(q, rank);
+	len = qdisc_pkt_len(skb);
+
+	/* Minimum share: tagged bytes earn the untagged class credit while
+	 * it waits; each untagged byte spends it.
+	 */
+	if (rank == urank)
+		q->share_credit -= (s64)len * (100 - q->cfg.share);
+	else if (untagged_waits)
+		q->share_credit += (s64)len * q->cfg.share;
+	if (list_empty(&q->t.levels[urank].flows))
+		q->share_credit = 0;
+
+	l = &q->t.levels[mercury_rank_of(skb)];
+	l->packets++;
+	l->bytes += len;
+	if (mercury_rank_of(skb) == urank) {
+		q->stat_untagged_packets++;
+		q->stat_untagged_bytes += len;
+	}
+	qdisc_qstats_backlog_dec(sch, skb);
+	sch->q.qlen--;
+	qdisc_bstats_update(sch, skb);
+	return skb;
+}
+
+/* ---- configuration --------------------------------------------------- */
+
+static struct netlink_range_validation mercury_levels_range = {
+	.min = 1,
+	.max = TC_MERCURY_MAX_LEVELS,
+};
+
+static struct netlink_range_validation mercury_flows_range = {
+	.min = 1,
+	.max = TC_MERCURY_MAX_FLOWS,
+};
+
+static struct netlink_range_validation mercury_quantum_range = {
+	.min = 256,
+	.max = 1 << 20,
+};
+
+static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
+	[TCA_MERCURY_UNSPEC]	     = { .strict_start_type = TCA_MERCURY_LEVELS },
+	[TCA_MERCURY_LEVELS]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_levels_range),
+	[TCA_MERCURY_TAG_SOURCE]     = NLA_POLICY_MAX(NLA_U8, __TC_MERCURY_TAG_MAX - 1),
+	[TCA_MERCURY_TAG_SHIFT]	     = NLA_POLICY_MAX(NLA_U8, 31),
+	[TCA_MERCURY_TAG_MASK]	     = NLA_POLICY_MIN(NLA_U32, 1),
+	[TCA_MERCURY_UNTAGGED]	     = NLA_POLICY_MAX(NLA_U8, __TC_MERCURY_UNTAGGED_MAX - 1),
+	[TCA_MERCURY_UNTAGGED_SHARE] = NLA_POLICY_MAX(NLA_U8, TC_MERCURY_MAX_SHARE),
+	[TCA_MERCURY_FLOW_ORDER]     = NLA_POLICY_MAX(NLA_U8, 1),
+	[TCA_MERCURY_FLOWS]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_flows_range),
+	[TCA_MERCURY_LIMIT]	     = NLA_POLICY_MIN(NLA_U32, 1),
+	[TCA_MERCURY_MEMORY_LIMIT]   = NLA_POLICY_MIN(NLA_U32, 1),
+	[TCA_MERCURY_QUANTUM]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_quantum_range),
+};
+
+/* The policy's own messages ("integer out of range") do not say which
+ * option was wrong; these replace them, keeping the offending attribute.
+ */
+static const char * const mercury_option_errors[TCA_MERCURY_MAX + 1] = {
+	[TCA_MERCURY_LEVELS]	     = KBUILD_MODNAME ": levels must be 1..65536",
+	[TCA_MERCURY_TAG_SOURCE]     = KBUILD_MODNAME ": tag must be mark or priority",
+	[TCA_MERCURY_TAG_SHIFT]	     = KBUILD_MODNAME ": shift must be 0..31",
+	[TCA_MERCURY_TAG_MASK]	     = KBUILD_MODNAME ": mask must be a non-zero u32",
+	[TCA_MERCURY_UNTAGGED]	     = KBUILD_MODNAME ": untagged must be first or last",
+	[TCA_MERCURY_UNTAGGED_SHARE] = KBUILD_MODNAME ": untagged_share must be 0..90 percent",
+	[TCA_MERCURY_FLOW_ORDER]     = KBUILD_MODNAME ": flow_order must be on or off",
+	[TCA_MERCURY_FLOWS]	     = KBUILD_MODNAME ": flows must be 1..65536",
+	[TCA_MERCURY_LIMIT]	     = KBUILD_MODNAME ": limit must be at least 1 packet",
+	[TCA_MERCURY_MEMORY_LIMIT]   = KBUILD_MODNAME ": memory_limit must be at least 1 byte",
+	[TCA_MERCURY_QUANTUM]	     = KBUILD_MODNAME ": quantum must be 256..1048576 bytes",
+};
+
+static void mercury_name_bad_option(struct netlink_ext_ack *extack)
+{
+	int type;
+
+	if (!extack || !extack->bad_attr)
+		return;
+	type = nla_type(extack->bad_attr);
+	if (type > 0 && type <= TCA_MERCURY_MAX && mercury_option_errors[type])
+		extack->_msg = mercury_option_errors[type];
+}
+
+static const struct mercury_config mercury_defaults = {
+	.levels		= 1024,
+	.flows		= 1024,
+	.mask		= 0xffff,
+	.limit		= 10000,
+	.memory_limit	= 32 << 20,
+	.quantum	= 2 * 1514,
+	.source		= TC_MERCURY_TAG_MARK,
+	.shift		= 0,
+	.untagged	= TC_MERCURY_UNTAGGED_FIRST,
+	.share		= 0,
+	.flow_order	= 1,
+};
+
+static void mercury_tables_free(struct mercury_tables *t)
+{
+	kvfree(t->levels);
+	kvfree(t->flows);
+	kvfree(t->leaf);
+	memset(t, 0, sizeof(*t));
+}
+
+static int mercury_tables_alloc(struct mercury_tables *t,
+				const struct mercury_config *cfg)
+{
+	u32 nranks = cfg->levels + 1;
+	u32 i;
+
+	t->levels = kvcalloc(nranks, sizeof(*t->levels), GFP_KERNEL);
+	t->flows = kvcalloc(cfg->flows, sizeof(*t->flows), GFP_KERNEL);
+	t->leaf = kvcalloc(MERCURY_LEAF_WORDS(nranks), sizeof(*t->leaf),
+			   GFP_KERNEL);
+	if (!t->levels || !t->flows || !t->leaf) {
+		mercury_tables_free(t);
+		return -ENOMEM;
+	}
+	for (i = 0; i < nranks; i++)
+		INIT_LIST_HEAD(&t->levels[i].flows);
+	for (i = 0; i < cfg->flows; i++)
+		INIT_LIST_HEAD(&t->flows[i].node);
+	return 0;
+}
+
+/* Does @cfg need new tables or a new rank for queued packets? */
+static bool mercury_structural(const struct mercury_config *a,
+			       const struct mercury_config *b)
+{
+	return a->levels != b->levels || a->flows != b->flows ||
+	       a->mask != b->mask || a->shift != b->shift ||
+	       a->source != b->source || a->untagged != b->untagged ||
+	       a->flow_order != b->flow_order;
+}
+
+static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
+			 struct netlink_ext_ack *extack)
+{
+	struct nlattr *tb[TCA_MERCURY_MAX + 1];
+	int err;
+
+	if (!opt)
+		return 0;
+	err = nla_parse_nested(tb, TCA_MERCURY_MAX, opt, mercury_policy,
+			       extack);
+	if (err < 0) {
+		mercury_name_bad_option(extack);
+		return err;
+	}
+
+	if (tb[TCA_MERCURY_LEVELS])
+		cfg->levels = nla_get_u32(tb[TCA_MERCURY_LEVELS]);
+	if (tb[TCA_MERCURY_TAG_SOURCE])
+		cfg->source = nla_get_u8(tb[TCA_MERCURY_TAG_SOURCE]);
+	if (tb[TCA_MERCURY_TAG_SHIFT])
+		cfg->shift = nla_get_u8(tb[TCA_MERCURY_TAG_SHIFT]);
+	if (tb[TCA_MERCURY_TAG_MASK])
+		cfg->mask = nla_get_u32(tb[TCA_MERCURY_TAG_MASK]);
+	if (tb[TCA_MERCURY_UNTAGGED])
+		cfg->untagged = nla_get_u8(tb[TCA_MERCURY_UNTAGGED]);
+	if (tb[TCA_MERCURY_UNTAGGED_SHARE])
+		cfg->share = nla_get_u8(tb[TCA_MERCURY_UNTAGGED_SHARE]);
+	if (tb[TCA_MERCURY_FLOW_ORDER])
+		cfg->flow_order = nla_get_u8(tb[TCA_MERCURY_FLOW_ORDER]);
+	if (tb[TCA_MERCURY_FLOWS])
+		cfg->flows = nla_get_u32(tb[TCA_MERCURY_FLOWS]);
+	if (tb[TCA_MERCURY_LIMIT])
+		cfg->limit = nla_get_u32(tb[TCA_MERCURY_LIMIT]);
+	if (tb[TCA_MERCURY_MEMORY_LIMIT])
+		cfg->memory_limit = nla_get_u32(tb[TCA_MERCURY_MEMORY_LIMIT]);
+	if (tb[TCA_MERCURY_QUANTUM])
+		cfg->quantum = nla_get_u32(tb[TCA_MERCURY_QUANTUM]);
+
+	/* Checks across options, on the configuration as it would be. */
+	if (cfg->mask >> cfg->shift == 0 && cfg->shift) {
+		NL_SET_ERR_MSG_MOD(extack, "shift moves every bit of mask out");
+		return -EINVAL;
+	}
+	if (cfg->levels > cfg->mask) {
+		NL_SET_ERR_MSG_MOD(extack,
+				   "levels exceeds the largest tag mask can give");
+		return -EINVAL;
+	}
+	if (cfg->share && cfg->untagged != TC_MERCURY_UNTAGGED_LAST) {
+		NL_SET_ERR_MSG_MOD(extack,
+				   "untagged_share needs untagged last");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void mercury_apply_cfg(struct mercury_sched_data *q,
+			      const struct mercury_config *cfg)
+{
+	WRITE_ONCE(q->cfg.levels, cfg->levels);
+	WRITE_ONCE(q->cfg.flows, cfg->flows);
+	WRITE_ONCE(q->cfg.mask, cfg->mask);
+	WRITE_ONCE(q->cfg.limit, cfg->limit);
+	WRITE_ONCE(q->cfg.memory_limit, cfg->memory_limit);
+	WRITE_ONCE(q->cfg.quantum, cfg->quantum);
+	WRITE_ONCE(q->cfg.source, cfg->source);
+	WRITE_ONCE(q->cfg.shift, cfg->shift);
+	WRITE_ONCE(q->cfg.untagged, cfg->untagged);
+	WRITE_ONCE(q->cfg.share, cfg->share);
+	WRITE_ONCE(q->cfg.flow_order, cfg->flow_order);
+	q->untagged_rank = cfg->untagged == TC_MERCURY_UNTAGGED_FIRST ?
+			   0 : cfg->levels;
+}
+
+/* Unlink every queued packet, in service order. */
+static struct sk_buff *mercury_drain(struct mercury_sched_data *q)
+{
+	struct sk_buff *head = NULL, **tail = &head;
+	u32 rank;
+
+	while ((rank = mercury_first_rank(q)) != MERCURY_NO_RANK) {
+		*tail = mercury_pick(q, rank);
+		tail = &(*tail)->next;
+	}
+	return head;
+}
+
+static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
+			  struct netlink_ext_ack *extack)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	struct mercury_tables old = {}, fresh = {};
+	unsigned int dropped = 0, dropped_len = 0;
+	struct mercury_config cfg = q->cfg;
+	struct sk_buff *skb, *next;
+	bool rebuild;
+	int err;
+
+	err = mercury_parse(&cfg, opt, extack);
+	if (err)
+		return err;
+	rebuild = !q->t.levels || mercury_structural(&q->cfg, &cfg);
+	if (rebuild) {
+		err = mercury_tables_alloc(&fresh, &cfg);
+		if (err) {
+			NL_SET_ERR_MSG_MOD(extack, "no memory for levels and flows");
+			return err;
+		}
+	}
+
+	sch_tree_lock(sch);
+	if (rebuild) {
+		skb = q->t.levels ? mercury_drain(q) : NULL;
+		old = q->t;
+		q->t = fresh;
+		q->top = 0;
+		memset(q->mid, 0, sizeof(q->mid));
+		q->stat_flows = 0;
+		q->stat_levels = 0;
+		q->share_credit = 0;
+		mercury_apply_cfg(q, &cfg);
+		for (; skb; skb = next) {
+			next = skb->next;
+			mercury_cb(skb)->rank = mercury_classify(q, skb);
+			mercury_insert(q, skb);
+		}
+	} else {
+		mercury_apply_cfg(q, &cfg);
+	}
+
+	/* A lower limit drops the least urgent packets now. */
+	while (sch->q.qlen > q->cfg.limit ||
+	       q->memory_usage > q->cfg.memory_limit) {
+		mercury_count_drop(q, sch);
+		skb = mercury_victim(q, -1);
+		if (!skb)
+			break;
+		dropped++;
+		dropped_len += qdisc_pkt_len(skb);
+		qdisc_qstats_backlog_dec(sch, skb);
+		qdisc_qstats_drop(sch);
+		sch->q.qlen--;
+		rtnl_kfree_skbs(skb, skb);
+	}
+	if (dropped)
+		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
+	sch_tree_unlock(sch);
+
+	mercury_tables_free(&old);
+	return 0;
+}
+
+static int mercury_init(struct Qdisc *sch, struct nlattr *opt,
+			struct netlink_ext_ack *extack)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+
+	q->cfg = mercury_defaults;
+	q->cfg.quantum = max_t(u32, q->cfg.quantum, 2 * psched_mtu(qdisc_dev(sch)));
+	mercury_apply_cfg(q, &q->cfg);
+	return mercury_change(sch, opt, extack);
+}
+
+static void mercury_purge(struct mercury_sched_data *q)
+{
+	struct mercury_flow *f;
+	u32 i;
+
+	if (!q->t.levels)
+		return;
+	for (i = 0; i < q->cfg.flows; i++) {
+		f = &q->t.flows[i];
+		if (f->head)
+			rtnl_kfree_skbs(f->head, f->tail);
+		f->head = NULL;
+		f->tail = NULL;
+		f->chain_head = NULL;
+		f->qlen = 0;
+		INIT_LIST_HEAD(&f->node);
+	}
+	for (i = 0; i <= q->cfg.levels; i++) {
+		INIT_LIST_HEAD(&q->t.levels[i].flows);
+		q->t.levels[i].nflows = 0;
+		q->t.levels[i].qlen = 0;
+		q->t.levels[i].backlog = 0;
+	}
+	memset(q->t.leaf, 0, MERCURY_LEAF_WORDS(q->cfg.levels + 1) * sizeof(u64));
+	memset(q->mid, 0, sizeof(q->mid));
+	q->top = 0;
+	q->memory_usage = 0;
+	q->share_credit = 0;
+	q->stat_flows = 0;
+	q->stat_levels = 0;
+}
+
+static void mercury_reset(struct Qdisc *sch)
+{
+	mercury_purge(qdisc_priv(sch));
+	sch->q.qlen = 0;
+	sch->qstats.backlog = 0;
+}
+
+static void mercury_destroy(struct Qdisc *sch)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+
+	mercury_purge(q);
+	mercury_tables_free(&q->t);
+}
+
+static int mercury_dump(struct Qdisc *sch, struct sk_buff *skb)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	struct nlattr *opts;
+
+	opts = nla_nest_start_noflag(skb, TCA_OPTIONS);
+	if (!opts)
+		return -EMSGSIZE;
+	if (nla_put_u32(skb, TCA_MERCURY_LEVELS, READ_ONCE(q->cfg.levels)) ||
+	    nla_put_u8(skb, TCA_MERCURY_TAG_SOURCE, READ_ONCE(q->cfg.source)) ||
+	    nla_put_u8(skb, TCA_MERCURY_TAG_SHIFT, READ_ONCE(q->cfg.shift)) ||
+	    nla_put_u32(skb, TCA_MERCURY_TAG_MASK, READ_ONCE(q->cfg.mask)) ||
+	    nla_put_u8(skb, TCA_MERCURY_UNTAGGED, READ_ONCE(q->cfg.untagged)) ||
+	    nla_put_u8(skb, TCA_MERCURY_UNTAGGED_SHARE,
+		       READ_ONCE(q->cfg.share)) ||
+	    nla_put_u8(skb, TCA_MERCURY_FLOW_ORDER,
+		       READ_ONCE(q->cfg.flow_order)) ||
+	    nla_put_u32(skb, TCA_MERCURY_FLOWS, READ_ONCE(q->cfg.flows)) ||
+	    nla_put_u32(skb, TCA_MERCURY_LIMIT, READ_ONCE(q->cfg.limit)) ||
+	    nla_put_u32(skb, TCA_MERCURY_MEMORY_LIMIT,
+			READ_ONCE(q->cfg.memory_limit)) ||
+	    nla_put_u32(skb, TCA_MERCURY_QUANTUM, READ_ONCE(q->cfg.quantum)))
+		goto nla_put_failure;
+	return nla_nest_end(skb, opts);
+
+nla_put_failure:
+	nla_nest_cancel(skb, opts);
+	return -EMSGSIZE;
+}
+
+static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	struct tc_mercury_xstats st = {};
+
+	sch_tree_lock(sch);
+	st.flows = q->stat_flows;
+	st.levels_active = q->stat_levels;
+	st.most_urgent = q->stat_most_urgent;
+	st.memory_usage = q->memory_usage;
+	st.drops_limit = q->stat_drops_limit;
+	st.drops_memory = q->stat_drops_memory;
+	st.inversions_avoided = q->stat_inversions_avoided;
+	st.untagged_packets = q->stat_untagged_packets;
+	st.untagged_bytes = q->stat_untagged_bytes;
+	st.share_forced = q->stat_share_forced;
+	st.chain_rebuilds = q->stat_chain_rebuilds;
+	sch_tree_unlock(sch);
+
+	return gnet_stats_copy_app(d, &st, sizeof(st));
+}
+
+/* ---- classes: per-level statistics ----------------------------------- */
+
+/* Class handles are rank + 1, so that 0 stays "no class". */
+static unsigned long mercury_find(struct Qdisc *sch, u32 classid)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	u32 minor = TC_H_MIN(classid);
+
+	if (minor == TC_MERCURY_UNTAGGED_MINOR)
+		return q->untagged_rank + 1;
+	if (!minor || minor > q->cfg.levels)
+		return 0;
+	return (q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ?
+		minor : minor - 1) + 1;
+}
+
+static struct Qdisc *mercury_leaf(struct Qdisc *sch, unsigned long cl)
+{
+	return NULL;
+}
+
+static u32 mercury_minor(const struct mercury_sched_data *q, u32 rank)
+{
+	u32 tag = mercury_tag_of_rank(q, rank);
+
+	return tag ? tag : TC_MERCURY_UNTAGGED_MINOR;
+}
+
+static void mercury_walk(struct Qdisc *sch, struct qdisc_walker *arg)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	const struct mercury_level *l;
+	u32 rank;
+
+	if (arg->stop || !q->t.levels)
+		return;
+	for (rank = 0; rank <= q->cfg.levels; rank++) {
+		l = &q->t.levels[rank];
+		if (!l->packets && !l->qlen && !l->drops)
+			continue;
+		/* tags 0xffff and up have no class handle of their own */
+		if (mercury_tag_of_rank(q, rank) >= TC_MERCURY_UNTAGGED_MINOR)
+			continue;
+		if (!tc_qdisc_stats_dump(sch, rank + 1, arg))
+			break;
+	}
+}
+
+static int mercury_dump_class(struct Qdisc *sch, unsigned long cl,
+			      struct sk_buff *skb, struct tcmsg *tcm)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+
+	tcm->tcm_parent = TC_H_ROOT;
+	tcm->tcm_handle |= TC_H_MIN(mercury_minor(q, cl - 1));
+	tcm->tcm_info = 0;
+	return 0;
+}
+
+static int mercury_dump_class_stats(struct Qdisc *sch, unsigned long cl,
+				    struct gnet_dump *d)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	struct tc_mercury_cl_xstats st = {};
+	struct gnet_stats_queue qs = {};
+	const struct mercury_level *l;
+	u32 rank = cl - 1;
+
+	sch_tree_lock(sch);
+	if (rank > q->cfg.levels) {
+		sch_tree_unlock(sch);
+		return -EINVAL;
+	}
+	l = &q->t.levels[rank];
+	st.tag = mercury_tag_of_rank(q, rank);
+	st.qlen = l->qlen;
+	st.backlog = l->backlog;
+	st.flows = l->nflows;
+	st.packets = l->packets;
+	st.bytes = l->bytes;
+	st.drops = l->drops;
+	sch_tree_unlock(sch);
+
+	qs.backlog = st.backlog;
+	qs.drops = min_t(u64, st.drops, U32_MAX);
+	if (gnet_stats_copy_queue(d, NULL, &qs, st.qlen) < 0)
+		return -1;
+	return gnet_stats_copy_app(d, &st, sizeof(st));
+}
+
+static const struct Qdisc_class_ops mercury_class_ops = {
+	.leaf		= mercury_leaf,
+	.find		= mercury_find,
+	.walk		= mercury_walk,
+	.dump		= mercury_dump_class,
+	.dump_stats	= mercury_dump_class_stats,
+};
+
+static struct Qdisc_ops mercury_qdisc_ops __read_mostly = {
+	.cl_ops		= &mercury_class_ops,
+	.id		= "mercury",
+	.priv_size	= sizeof(struct mercury_sched_data),
+	.enqueue	= mercury_enqueue,
+	.dequeue	= mercury_dequeue,
+	.peek		= qdisc_peek_dequeued,
+	.init		= mercury_init,
+	.reset		= mercury_reset,
+	.destroy	= mercury_destroy,
+	.change		= mercury_change,
+	.dump		= mercury_dump,
+	.dump_stats	= mercury_dump_stats,
+	.owner		= THIS_MODULE,
+};
+
+static int __init mercury_module_init(void)
+{
+	BUILD_BUG_ON(sizeof(struct mercury_skb_cb) > QDISC_CB_PRIV_LEN);
+	return register_qdisc(&mercury_qdisc_ops);
+}
+
+static void __exit mercury_module_exit(void)
+{
+	unregister_qdisc(&mercury_qdisc_ops);
+}
+
+module_init(mercury_module_init);
+module_exit(mercury_module_exit);
+MODULE_ALIAS_NET_SCH("mercury");
+MODULE_DESCRIPTION("Mercury: layer-priority packet scheduler for DNN training");
+MODULE_AUTHOR("The Mercury developers");
+MODULE_LICENSE("GPL");
