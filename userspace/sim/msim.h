@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * mercury-sim: training-iteration simulator for parameter-server data
+ * parallelism under different gradient/parameter link schedulers.
+ * The model is described in Documentation/simulator.md; the comments
+ * here only say what each field means and in which unit.
+ */
+#ifndef MSIM_H
+#define MSIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One parameter tensor: its gradient is pushed, its parameter pulled. */
+struct msim_tensor {
+	char *name;		/* parameter name from the profile */
+	uint64_t bytes;		/* payload on the wire (4 * numel) */
+	double ready_ms;	/* gradient ready, since backward start */
+	int gate;		/* forward call that needs it = priority */
+};
+
+/* A profile reduced to what the simulator needs. */
+struct msim_profile {
+	char *model;		/* model name */
+	int ncalls;		/* forward calls, in execution order */
+	double *call_ms;	/* compute attributed to each call */
+	double prelude_ms;	/* forward compute before the first call */
+	double fwd_ms;		/* forward total (prelude + sum call_ms) */
+	double bwd_ms;		/* backward total */
+	int ntensors;
+	struct msim_tensor *tensors;	/* in gradient-ready order */
+	uint64_t total_bytes;	/* sum of tensor bytes */
+};
+
+enum msim_scheme {
+	MSIM_FIFO,
+	MSIM_PRIO,
+	MSIM_BYTESCHED,
+	MSIM_MERCURY,
+	MSIM_IDEAL,
+	MSIM_NSCHEMES,
+};
+
+struct msim_params {
+	int workers;		/* data-parallel workers */
+	int servers;		/* parameter servers */
+	double bandwidth_bps;	/* per host link, each direction, bit/s */
+	double latency_s;	/* one-way sender->receiver latency, s */
+	uint64_t partition;	/* bytesched partition size, bytes */
+	uint64_t credit;	/* bytesched in-flight bytes window */
+	double msg_overhead_s;	/* start-up cost per cut message, s */
+	uint64_t slice;		/* framework slicing for the other schemes,
+				 * bytes; 0 = one message per tensor */
+	int mtu;		/* IP MTU, bytes */
+	int hdr;		/* per-packet header bytes on the wire */
+	int iterations;		/* simulated iterations (>= 2) */
+	double time_scale;	/* multiplies every compute time */
+};
+
+struct msim_result {
+	double iteration_ms;	/* mean of iterations 1..n-1 */
+	double first_ms;	/* iteration 0 (no pull to wait for) */
+	double stall_ms;	/* forward time lost waiting for pulls */
+	double push_done_ms;	/* last push byte, since backward start */
+	long events;		/* events processed, for the curious */
+};
+
+/* Defaults; documented in Documentation/simulator.md. */
+void msim_params_default(struct msim_params *p);
+
+/* Load an h200 *.json or pipedream *.graph.txt profile.  Returns 0 or a
+ * negative errno; on error err holds a one-line reason. */
+int msim_profile_load(const char *path, struct msim_profile *prof,
+		      char *err, size_t errlen);
+void msim_profile_free(struct msim_profile *prof);
+
+/* Check the parameters; 0 or -EINVAL with a reason in err. */
+int msim_params_check(const struct msim_params *p, char *err, size_t errlen);
+
+/* Simulate one scheme; 0 or negative errno. */
+int msim_run(const struct msim_profile *prof, const struct msim_params *p,
+	     enum msim_scheme scheme, struct msim_result *res);
+
+const char *msim_scheme_name(enum msim_scheme s);
+int msim_scheme_parse(const char *s);	/* scheme or -1 */
+
+/* Bandwidth where pushing every gradient once takes as long as one
+ * forward+backward pass (bit/s). */
+double msim_balanced_bps(const struct msim_profile *prof,
+			 const struct msim_params *p);
+
+/* Option value parsers; 0 or -EINVAL. */
+int msim_parse_rate(const char *s, double *bps);
+int msim_parse_seconds(const char *s, double *sec);
+int msim_parse_bytes(const char *s, uint64_t *bytes);
+
+#endif

@@ -1,0 +1,629 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The discrete-event core.  Per iteration one representative worker is
+ * simulated: by symmetry (identical workers, every tensor sharded evenly
+ * over all servers) each worker's push path and pull path behave like one
+ * link of rate bandwidth * min(1, servers/workers); see
+ * Documentation/simulator.md for why.  A link serves a priority queue of
+ * messages; the scheme decides what a message is (tensor or partition), its
+ * key (readiness order or forward position) and when a more urgent
+ * arrival may take the link:
+ *
+ *   MESSAGE  only when the current message is done (fifo, prio, bytesched)
+ *   PACKET   at the next packet boundary of the current message (mercury)
+ *   FLUID    at once (ideal)
+ *
+ * Times are seconds, sizes bytes, rates bytes per second.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msim.h"
+
+#define MSIM_IP_TCP_HDR	52	/* IPv4 20 + TCP 20 + timestamps 12 */
+#define MSIM_ETH_HDR	14	/* counted on the wire like tc does */
+
+enum { MODE_MESSAGE, MODE_PACKET, MODE_FLUID };
+enum { EV_RELEASE, EV_LINK, EV_PUSH_ARRIVED, EV_PULL_ARRIVED };
+enum { LINK_PUSH, LINK_PULL };
+
+struct msim_msg {
+	int tensor;
+	uint64_t payload;	/* bytes of tensor data */
+	double wire;		/* bytes the link must carry */
+	double sent;		/* wire bytes already carried */
+	long key;		/* smaller is served first */
+	long seq;		/* FIFO among equal keys */
+};
+
+struct msim_ev {
+	double t;
+	long seq;
+	int type;
+	int a, b;
+};
+
+struct msim_link {
+	double rate;
+	int mode;
+	int *q;			/* heap of message indices */
+	int nq;
+	int cur;		/* message on the wire, -1 if idle */
+	double seg_start;	/* when cur (re)started */
+	double seg_target;	/* cur's sent at the pending link event */
+	unsigned int version;	/* stale-event filter */
+	int preempting;		/* a packet-boundary stop is scheduled */
+};
+
+struct msim_state {
+	const struct msim_profile *prof;
+	const struct msim_params *par;
+	enum msim_scheme scheme;
+	double pkt;		/* wire bytes of a full packet */
+	double mss;		/* payload bytes of a full packet */
+	struct msim_msg *msg;	/* push messages, then pull messages */
+	int nmsg;		/* per direction */
+	int *first_msg;		/* tensor -> its first push message */
+	int *nparts;		/* tensor -> messages */
+	int *left;		/* tensor -> pull messages not yet home */
+	double *arrival;	/* tensor -> parameter back at worker */
+	struct msim_link link[2];
+	struct msim_ev *ev;
+	int nev, evcap;
+	long evseq, msgseq;
+	/* bytesched */
+	int *pend;		/* heap of push messages awaiting credit */
+	int npend;
+	double inflight;	/* payload bytes holding credit */
+	double push_done;
+	long events;
+};
+
+const char *msim_scheme_name(enum msim_scheme s)
+{
+	static const char *const names[] = {
+		[MSIM_FIFO] = "fifo",
+		[MSIM_PRIO] = "prio",
+		[MSIM_BYTESCHED] = "bytesched",
+		[MSIM_MERCURY] = "mercury",
+		[MSIM_IDEAL] = "ideal",
+	};
+
+	return (unsigned int)s < MSIM_NSCHEMES ? names[s] : "?";
+}
+
+int msim_scheme_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; i < MSIM_NSCHEMES; i++)
+		if (!strcmp(s, msim_scheme_name(i)))
+			return i;
+	return -1;
+}
+
+void msim_params_default(struct msim_params *p)
+{
+	p->workers = 8;
+	p->servers = 8;
+	p->bandwidth_bps = 10e9;
+	p->latency_s = 10e-6;
+	/* ByteScheduler's own defaults: 1M fp32 parameters per partition,
+	 * credit of 4M parameters. */
+	p->partition = 4000000;
+	p->credit = 16000000;
+	p->msg_overhead_s = 50e-6;
+	p->slice = 0;
+	p->mtu = 1500;
+	p->hdr = MSIM_IP_TCP_HDR + MSIM_ETH_HDR;
+	p->iterations = 5;
+	p->time_scale = 1.0;
+}
+
+#define CHECK(cond, ...) do {						\
+	if (!(cond)) {							\
+		if (err && errlen)					\
+			snprintf(err, errlen, __VA_ARGS__);		\
+		return -EINVAL;						\
+	}								\
+} while (0)
+
+int msim_params_check(const struct msim_params *p, char *err, size_t errlen)
+{
+	CHECK(p->workers >= 1 && p->workers <= 65536,
+	      "workers must be 1..65536");
+	CHECK(p->servers >= 1 && p->servers <= 65536,
+	      "servers must be 1..65536");
+	CHECK(isfinite(p->bandwidth_bps) && p->bandwidth_bps >= 1e3 &&
+	      p->bandwidth_bps <= 1e15, "bandwidth must be 1kbit..1000tbit");
+	CHECK(isfinite(p->latency_s) && p->latency_s >= 0 &&
+	      p->latency_s <= 10, "latency must be 0..10 s");
+	CHECK(p->partition >= 1 && p->partition <= (1ULL << 40),
+	      "partition must be 1 B..1 TiB");
+	CHECK(p->slice <= (1ULL << 40), "slice must be 0 (off) .. 1 TiB");
+	CHECK(p->credit >= 1 && p->credit <= (1ULL << 50),
+	      "credit must be at least 1 byte");
+	CHECK(isfinite(p->msg_overhead_s) && p->msg_overhead_s >= 0 &&
+	      p->msg_overhead_s <= 1, "msg-overhead must be 0..1 s");
+	CHECK(p->mtu >= 68 && p->mtu <= 65535, "mtu must be 68..65535");
+	CHECK(p->hdr >= 0 && p->hdr <= 65535, "header bytes must be 0..65535");
+	CHECK(p->iterations >= 2 && p->iterations <= 100000,
+	      "iterations must be 2..100000");
+	CHECK(isfinite(p->time_scale) && p->time_scale > 0 &&
+	      p->time_scale <= 1e6, "time-scale must be >0 and <=1e6");
+	return 0;
+}
+
+double msim_balanced_bps(const struct msim_profile *prof,
+			 const struct msim_params *p)
+{
+	double share = (double)p->servers / p->workers;
+	double compute = (prof->fwd_ms + prof->bwd_ms) * p->time_scale / 1e3;
+
+	if (share > 1)
+		share = 1;
+	if (compute <= 0)
+		return 0;
+	return prof->total_bytes * 8.0 / compute / share;
+}
+
+/* ---- heaps ---------------------------------------------------------- */
+
+static int ev_less(const struct msim_ev *x, const struct msim_ev *y)
+{
+	return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+}
+
+static int ev_push(struct msim_state *s, double t, int type, int a, int b)
+{
+	struct msim_ev e = { t, s->evseq++, type, a, b };
+	int i;
+
+	if (s->nev == s->evcap) {
+		int cap = s->evcap ? 2 * s->evcap : 256;
+		void *p = realloc(s->ev, cap * sizeof(*s->ev));
+
+		if (!p)
+			return -ENOMEM;
+		s->ev = p;
+		s->evcap = cap;
+	}
+	i = s->nev++;
+	while (i && ev_less(&e, &s->ev[(i - 1) / 2])) {
+		s->ev[i] = s->ev[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	s->ev[i] = e;
+	return 0;
+}
+
+static struct msim_ev ev_pop(struct msim_state *s)
+{
+	struct msim_ev top = s->ev[0], last = s->ev[--s->nev];
+	int i = 0;
+
+	for (;;) {
+		int c = 2 * i + 1;
+
+		if (c >= s->nev)
+			break;
+		if (c + 1 < s->nev && ev_less(&s->ev[c + 1], &s->ev[c]))
+			c++;
+		if (!ev_less(&s->ev[c], &last))
+			break;
+		s->ev[i] = s->ev[c];
+		i = c;
+	}
+	if (s->nev)
+		s->ev[i] = last;
+	return top;
+}
+
+static int msg_less(const struct msim_state *s, int x, int y)
+{
+	const struct msim_msg *a = &s->msg[x], *b = &s->msg[y];
+
+	return a->key < b->key || (a->key == b->key && a->seq < b->seq);
+}
+
+/* Message heaps never outgrow nmsg entries, allocated up front. */
+static void mh_push(const struct msim_state *s, int *h, int *n, int m)
+{
+	int i = (*n)++;
+
+	while (i && msg_less(s, m, h[(i - 1) / 2])) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = m;
+}
+
+static int mh_pop(const struct msim_state *s, int *h, int *n)
+{
+	int top = h[0], last = h[--(*n)], i = 0;
+
+	for (;;) {
+		int c = 2 * i + 1;
+
+		if (c >= *n)
+			break;
+		if (c + 1 < *n && msg_less(s, h[c + 1], h[c]))
+			c++;
+		if (!msg_less(s, h[c], last))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (*n)
+		h[i] = last;
+	return top;
+}
+
+/* ---- links ---------------------------------------------------------- */
+
+static int link_start(struct msim_state *s, int l, double now)
+{
+	struct msim_link *k = &s->link[l];
+	struct msim_msg *m;
+
+	if (k->cur >= 0 || !k->nq)
+		return 0;
+	k->cur = mh_pop(s, k->q, &k->nq);
+	m = &s->msg[k->cur];
+	k->seg_start = now;
+	k->seg_target = m->wire;
+	k->preempting = 0;
+	k->version++;
+	return ev_push(s, now + (m->wire - m->sent) / k->rate, EV_LINK, l,
+		       k->version);
+}
+
+static int link_enqueue(struct msim_state *s, int l, int mi, double now)
+{
+	struct msim_link *k = &s->link[l];
+	struct msim_msg *cur;
+	double sent, stop;
+
+	s->msg[mi].seq = s->msgseq++;
+	mh_push(s, k->q, &k->nq, mi);
+	if (k->cur < 0)
+		return link_start(s, l, now);
+	if (k->mode == MODE_MESSAGE || !msg_less(s, mi, k->cur) ||
+	    k->preempting)
+		return 0;
+
+	cur = &s->msg[k->cur];
+	sent = cur->sent + (now - k->seg_start) * k->rate;
+	if (k->mode == MODE_FLUID) {
+		cur->sent = sent < cur->wire ? sent : cur->wire;
+		mh_push(s, k->q, &k->nq, k->cur);
+		k->cur = -1;
+		return link_start(s, l, now);
+	}
+	/* The packet on the wire is finished first.  A relative tolerance
+	 * keeps a boundary we sit on from costing another packet. */
+	stop = ceil(sent / s->pkt - 1e-9) * s->pkt;
+	if (stop >= cur->wire)
+		return 0;
+	k->preempting = 1;
+	k->seg_target = stop;
+	k->version++;
+	return ev_push(s, k->seg_start + (stop - cur->sent) / k->rate, EV_LINK,
+		       l, k->version);
+}
+
+static int dispatch_credit(struct msim_state *s, double now);
+
+/* The link event: cur finished or reached its preemption point. */
+static int link_event(struct msim_state *s, int l, unsigned int version,
+		      double now)
+{
+	struct msim_link *k = &s->link[l];
+	int mi = k->cur, ret;
+	struct msim_msg *m;
+
+	if (version != k->version || mi < 0)
+		return 0;	/* superseded by a preemption */
+	m = &s->msg[mi];
+	m->sent = k->seg_target;
+	k->cur = -1;
+	if (m->sent < m->wire) {
+		mh_push(s, k->q, &k->nq, mi);	/* keeps its old seq */
+	} else {
+		int type = l == LINK_PUSH ? EV_PUSH_ARRIVED : EV_PULL_ARRIVED;
+
+		if (l == LINK_PUSH && now > s->push_done)
+			s->push_done = now;
+		ret = ev_push(s, now + s->par->latency_s, type, mi, 0);
+		if (ret)
+			return ret;
+	}
+	return link_start(s, l, now);
+}
+
+/* ---- schemes -------------------------------------------------------- */
+
+static double wire_bytes(const struct msim_state *s, uint64_t payload)
+{
+	double npk;
+
+	if (s->scheme == MSIM_IDEAL)
+		return payload;
+	npk = ceil(payload / s->mss);
+	return payload + npk * s->par->hdr;
+}
+
+static long msg_key(const struct msim_state *s, int tensor)
+{
+	switch (s->scheme) {
+	case MSIM_FIFO:
+		return 0;
+	case MSIM_BYTESCHED:
+		/* Once ByteScheduler hands a partition to the transport its
+		 * order is fixed: links are FIFO, priority acts at dispatch. */
+		return 0;
+	default:
+		return s->prof->tensors[tensor].gate;
+	}
+}
+
+static int build_messages(struct msim_state *s)
+{
+	const struct msim_profile *prof = s->prof;
+	uint64_t part = s->scheme == MSIM_BYTESCHED ? s->par->partition :
+			s->par->slice;
+	int charge = part && s->scheme != MSIM_IDEAL;
+	int i, n = 0, j;
+
+	for (i = 0; i < prof->ntensors; i++) {
+		uint64_t b = prof->tensors[i].bytes;
+
+		s->nparts[i] = part ? (int)((b + part - 1) / part) : 1;
+		n += s->nparts[i];
+	}
+	s->nmsg = n;
+	s->msg = calloc(2 * (size_t)n, sizeof(*s->msg));
+	if (!s->msg)
+		return -ENOMEM;
+	n = 0;
+	for (i = 0; i < prof->ntensors; i++) {
+		uint64_t b = prof->tensors[i].bytes;
+
+		s->first_msg[i] = n;
+		for (j = 0; j < s->nparts[i]; j++, n++) {
+			uint64_t pl = part ? (b - j * part < part ?
+					      b - j * part : part) : b;
+			struct msim_msg *push = &s->msg[n];
+			struct msim_msg *pull = &s->msg[s->nmsg + n];
+
+			push->tensor = pull->tensor = i;
+			push->payload = pull->payload = pl;
+			push->wire = pull->wire = wire_bytes(s, pl);
+			if (charge) {
+				/* The start-up cost holds the sender's path,
+				 * as extra bytes at link rate. */
+				push->wire += s->par->msg_overhead_s *
+					      s->link[LINK_PUSH].rate;
+				pull->wire += s->par->msg_overhead_s *
+					      s->link[LINK_PULL].rate;
+			}
+			push->key = msg_key(s, i);
+			pull->key = msg_key(s, i);
+		}
+	}
+	return 0;
+}
+
+/* ByteScheduler: most urgent partition first while credit remains; the
+ * last one may overshoot (its core checks credit > 0, not >= size). */
+static int dispatch_credit(struct msim_state *s, double now)
+{
+	while (s->npend && s->inflight < (double)s->par->credit) {
+		int mi = mh_pop(s, s->pend, &s->npend);
+		int ret;
+
+		s->inflight += s->msg[mi].payload;
+		s->msg[mi].key = 0;	/* FIFO from here on */
+		ret = link_enqueue(s, LINK_PUSH, mi, now);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int on_release(struct msim_state *s, int tensor, double now)
+{
+	int mi = s->first_msg[tensor], j;
+
+	if (s->scheme != MSIM_BYTESCHED) {
+		for (j = 0; j < s->nparts[tensor]; j++) {
+			int ret = link_enqueue(s, LINK_PUSH, mi + j, now);
+
+			if (ret)
+				return ret;
+		}
+		return 0;
+	}
+	for (j = 0; j < s->nparts[tensor]; j++) {
+		struct msim_msg *m = &s->msg[mi + j];
+
+		/* Pending order: forward position, then partition order. */
+		m->key = s->prof->tensors[tensor].gate;
+		m->seq = s->msgseq++;
+		mh_push(s, s->pend, &s->npend, mi + j);
+	}
+	return dispatch_credit(s, now);
+}
+
+static int on_push_arrived(struct msim_state *s, int mi, double now)
+{
+	/* All workers' copies land together (symmetry): aggregate now. */
+	return link_enqueue(s, LINK_PULL, s->nmsg + mi, now);
+}
+
+static int on_pull_arrived(struct msim_state *s, int mi, double now)
+{
+	struct msim_msg *m = &s->msg[mi];
+
+	if (!--s->left[m->tensor])
+		s->arrival[m->tensor] = now;
+	if (s->scheme != MSIM_BYTESCHED)
+		return 0;
+	s->inflight -= m->payload;
+	return dispatch_credit(s, now);
+}
+
+/* One iteration's communication: gradients released from bwd_start. */
+static int run_network(struct msim_state *s, double bwd_start)
+{
+	const struct msim_profile *prof = s->prof;
+	double scale = s->par->time_scale / 1e3;
+	int i, l, ret = 0;
+
+	for (i = 0; i < 2 * s->nmsg; i++)
+		s->msg[i].sent = 0;
+	for (l = 0; l < 2; l++) {
+		s->link[l].nq = 0;
+		s->link[l].cur = -1;
+		s->link[l].preempting = 0;
+	}
+	s->npend = 0;
+	s->inflight = 0;
+	s->nev = 0;
+	s->push_done = bwd_start;
+	for (i = 0; i < prof->ntensors; i++) {
+		s->left[i] = s->nparts[i];
+		s->arrival[i] = bwd_start;
+		ret = ev_push(s, bwd_start + prof->tensors[i].ready_ms * scale,
+			      EV_RELEASE, i, 0);
+		if (ret)
+			return ret;
+	}
+	while (s->nev && !ret) {
+		struct msim_ev e = ev_pop(s);
+
+		s->events++;
+		switch (e.type) {
+		case EV_RELEASE:
+			ret = on_release(s, e.a, e.t);
+			break;
+		case EV_LINK:
+			ret = link_event(s, e.a, (unsigned int)e.b, e.t);
+			break;
+		case EV_PUSH_ARRIVED:
+			ret = on_push_arrived(s, e.a, e.t);
+			break;
+		case EV_PULL_ARRIVED:
+			ret = on_pull_arrived(s, e.a, e.t);
+			break;
+		}
+	}
+	if (!ret) {
+		for (i = 0; i < prof->ntensors; i++)
+			if (s->left[i])
+				return -EPROTO;	/* a message got lost */
+	}
+	return ret;
+}
+
+int msim_run(const struct msim_profile *prof, const struct msim_params *p,
+	     enum msim_scheme scheme, struct msim_result *res)
+{
+	double scale = p->time_scale / 1e3, share, t, prev_end = 0, sum = 0;
+	struct msim_state s = { .prof = prof, .par = p, .scheme = scheme };
+	double *gate = NULL;
+	int it, i, c, ret;
+
+	if ((unsigned int)scheme >= MSIM_NSCHEMES || !prof || !res ||
+	    prof->ncalls < 1 || prof->ntensors < 1)
+		return -EINVAL;
+	ret = msim_params_check(p, NULL, 0);
+	if (ret)
+		return ret;
+	for (i = 0; i < prof->ntensors; i++)
+		if (prof->tensors[i].gate < 0 ||
+		    prof->tensors[i].gate >= prof->ncalls)
+			return -EINVAL;
+	memset(res, 0, sizeof(*res));
+
+	share = (double)p->servers / p->workers;
+	if (share > 1)
+		share = 1;
+	for (i = 0; i < 2; i++) {
+		s.link[i].rate = p->bandwidth_bps / 8 * share;
+		s.link[i].mode = scheme == MSIM_IDEAL ? MODE_FLUID :
+				 scheme == MSIM_MERCURY ? MODE_PACKET :
+				 MODE_MESSAGE;
+	}
+	s.mss = p->mtu > MSIM_IP_TCP_HDR ? p->mtu - MSIM_IP_TCP_HDR : 1;
+	s.pkt = s.mss + p->hdr;
+
+	ret = -ENOMEM;
+	s.first_msg = calloc(prof->ntensors, sizeof(int));
+	s.nparts = calloc(prof->ntensors, sizeof(int));
+	s.left = calloc(prof->ntensors, sizeof(int));
+	s.arrival = calloc(prof->ntensors, sizeof(double));
+	gate = calloc(prof->ncalls, sizeof(double));
+	if (!s.first_msg || !s.nparts || !s.left || !s.arrival || !gate)
+		goto out;
+	ret = build_messages(&s);
+	if (ret)
+		goto out;
+	ret = -ENOMEM;
+	s.link[0].q = calloc(s.nmsg, sizeof(int));
+	s.link[1].q = calloc(s.nmsg, sizeof(int));
+	s.pend = calloc(s.nmsg, sizeof(int));
+	if (!s.link[0].q || !s.link[1].q || !s.pend)
+		goto out;
+
+	t = 0;
+	for (it = 0; it < p->iterations; it++) {
+		double fwd_start = t, bwd_start, bwd_end;
+
+		t += prof->prelude_ms * scale;
+		for (c = 0; c < prof->ncalls; c++) {
+			if (it && gate[c] > t)
+				t = gate[c];
+			t += prof->call_ms[c] * scale;
+		}
+		bwd_start = t;
+		bwd_end = bwd_start + prof->bwd_ms * scale;
+		res->stall_ms = (bwd_start - fwd_start - prof->fwd_ms * scale)
+				* 1e3;
+		ret = run_network(&s, bwd_start);
+		if (ret)
+			goto out;
+		res->push_done_ms = (s.push_done - bwd_start) * 1e3;
+		for (c = 0; c < prof->ncalls; c++)
+			gate[c] = 0;
+		for (i = 0; i < prof->ntensors; i++) {
+			c = prof->tensors[i].gate;
+			if (s.arrival[i] > gate[c])
+				gate[c] = s.arrival[i];
+		}
+		if (it)
+			sum += bwd_end - prev_end;
+		else
+			res->first_ms = bwd_end * 1e3;
+		prev_end = bwd_end;
+		t = bwd_end;
+	}
+	res->iteration_ms = sum / (p->iterations - 1) * 1e3;
+	res->events = s.events;
+	ret = 0;
+out:
+	free(s.msg);
+	free(s.first_msg);
+	free(s.nparts);
+	free(s.left);
+	free(s.arrival);
+	free(s.link[0].q);
+	free(s.link[1].q);
+	free(s.pend);
+	free(s.ev);
+	free(gate);
+	return ret;
+}
