@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * libmercury: put each tensor's layer priority on its packets.
+ *
+ * The mercury qdisc orders packets by a tag it reads from skb->mark (or
+ * skb->priority): tag = (value >> shift) & mask, tag 1 most urgent, 0
+ * untagged. This library writes that value on sockets (SO_MARK or
+ * SO_PRIORITY), keeps the tensor name -> tag plan, spreads tensors over a
+ * set of connections so an urgent tensor never queues behind less urgent
+ * bytes, and frames/reassembles tensors on the way.
+ *
+ * Conventions (libbpf style):
+ *  - every function that can fail returns a negative errno value and also
+ *    sets errno; mercury_last_error() gives a one-line reason;
+ *  - the library never prints: install a callback with mercury_set_log();
+ *  - options structs start with `size_t sz` and may grow; declare them with
+ *    MERCURY_OPTS() so fields added later read as zero;
+ *  - objects are not thread-safe: use one per thread or lock around them.
+ */
+#ifndef __MERCURY_MERCURY_H
+#define __MERCURY_MERCURY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef MERCURY_API
+#define MERCURY_API __attribute__((visibility("default")))
+#endif
+
+#define MERCURY_VERSION_MAJOR	0
+#define MERCURY_VERSION_MINOR	1
+
+/*
+ * Declare and zero an options struct, setting sz and the given fields:
+ *   MERCURY_OPTS(mercury_tag_opts, o, .source = MERCURY_TAG_PRIORITY);
+ */
+#define MERCURY_OPTS(TYPE, NAME, ...)					\
+	struct TYPE NAME = ({						\
+		memset(&NAME, 0, sizeof(struct TYPE));			\
+		(struct TYPE) {						\
+			.sz = sizeof(struct TYPE),			\
+			__VA_ARGS__					\
+		};							\
+	})
+
+/* ---- version, errors and logging -------------------------------------- */
+
+MERCURY_API const char *mercury_version(void);
+
+enum mercury_log_level {
+	MERCURY_LOG_WARN,
+	MERCURY_LOG_INFO,
+	MERCURY_LOG_DEBUG,
+};
+
+/* msg is one line without a trailing newline; valid during the call only. */
+typedef void (*mercury_log_fn)(enum mercury_log_level level, const char *msg,
+			       void *ctx);
+
+/* Install (or with fn == NULL remove) the log callback. Default: silent. */
+MERCURY_API void mercury_set_log(mercury_log_fn fn, void *ctx);
+
+/* Reason for the last failure in this thread ("" if none yet). */
+MERCURY_API const char *mercury_last_error(void);
+
+/* ---- socket tagging ---------------------------------------------------- */
+
+enum mercury_tag_source {
+	MERCURY_TAG_MARK = 0,		/* SO_MARK -> skb->mark (qdisc default) */
+	MERCURY_TAG_PRIORITY = 1,	/* SO_PRIORITY -> skb->priority */
+};
+
+#define MERCURY_DEFAULT_MASK	0xffffu
+
+struct mercury_tag_opts {
+	size_t sz;			/* sizeof(struct mercury_tag_opts) */
+	enum mercury_tag_source source;	/* must match the qdisc's source */
+	unsigned int shift;		/* bits; must match the qdisc */
+	uint32_t mask;			/* must match the qdisc; 0: 0xffff */
+	/*
+	 * Keep the bits of the socket's existing value outside
+	 * (mask << shift), e.g. marks an nft ruleset also uses. Costs one
+	 * getsockopt per socket the first time it is tagged.
+	 */
+	bool keep_other_bits;
+	size_t :0;
+};
+#define mercury_tag_opts__last_field keep_other_bits
+
+struct mercury_tagger;
+
+/* opts may be NULL: mark, shift 0, mask 0xffff. */
+MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
+				   struct mercury_tagger **out);
+MERCURY_API void mercury_tagger_free(struct mercury_tagger *t);
+
+/*
+ * Fill opts from MERCURY_TAG_SOURCE (mark|priority), MERCURY_SHIFT and
+ * MERCURY_MASK (C integer syntax); unset variables leave a field alone.
+ */
+MERCURY_API int mercury_tag_opts_from_env(struct mercury_tag_opts *opts);
+
+/* The value written for tag: (tag & mask) << shift; -ERANGE if it doesn't fit. */
+MERCURY_API int mercury_tagger_value(const struct mercury_tagger *t,
+				     unsigned int tag, uint32_t *value);
+
+/*
+ * Tag socket fd for the data about to be sent. The tagger remembers the
+ * value last written on each fd and skips the system call when it does not
+ * change, so calling this once per tensor is cheap. Call
+ * mercury_tagger_forget() when fd is closed (its number may be reused).
+ * -EPERM: the capability is missing (see mercury_tagger_probe()).
+ */
+MERCURY_API int mercury_tag_socket(struct mercury_tagger *t, int fd,
+				   unsigned int tag);
+MERCURY_API void mercury_tagger_forget(struct mercury_tagger *t, int fd);
+
+/* Read the tag back from the socket (getsockopt); >= 0 on success. */
+MERCURY_API int mercury_socket_tag(const struct mercury_tagger *t, int fd);
+
+/*
+ * May this process write the value of tag? Tries it on a scratch UDP
+ * socket. 0 yes; -EPERM with a message saying which capability is missing
+ * and what the unprivileged alternatives are.
+ */
+MERCURY_API int mercury_tagger_probe(const struct mercury_tagger *t,
+				     unsigned int tag);
+
+struct mercury_tagger_stats {
+	uint64_t calls;			/* mercury_tag_socket() calls */
+	uint64_t syscalls;		/* setsockopt() calls made */
+};
+MERCURY_API int mercury_tagger_get_stats(const struct mercury_tagger *t,
+					 struct mercury_tagger_stats *st,
+					 size_t sz);
+
+/* ---- priority plans ----------------------------------------------------- */
+
+#define MERCURY_MAX_TAG		65535u	/* tags are u16 on the wire */
+
+struct mercury_plan;
+
+struct mercury_plan_entry {
+	const char *tensor;		/* parameter name */
+	unsigned int tag;		/* 1 = most urgent */
+	uint64_t bytes;			/* bytes on the wire, 0 if unknown */
+	const char *src;		/* device, "" if unknown */
+	const char *dst;		/* device, "" if unknown */
+};
+
+enum mercury_plan_group {
+	MERCURY_PLAN_PER_TENSOR = 0,	/* dense tags 1..n, one per tensor */
+	MERCURY_PLAN_PER_MODULE = 1,	/* dense tags, one per module */
+};
+
+struct mercury_plan_opts {
+	size_t sz;
+	enum mercury_plan_group group;
+	/*
+	 * If non-zero, squeeze the dense tags into 1..levels keeping their
+	 * order (tag = 1 + rank * levels / n), e.g. to fit a small mask.
+	 */
+	unsigned int levels;
+	size_t :0;
+};
+#define mercury_plan_opts__last_field levels
+
+/* Load the solver's plan JSON ({"priorities": [{"tensor", "tag", ...}]}). */
+MERCURY_API int mercury_plan_load(const char *path, struct mercury_plan **out);
+MERCURY_API int mercury_plan_load_buf(const char *json, size_t len,
+				      struct mercury_plan **out);
+/*
+ * Default plan from an h200 profile (../shared/profiles/h200/<model>.json):
+ * the module that runs first in the forward pass is the most urgent.
+ */
+MERCURY_API int mercury_plan_from_profile(const char *path,
+					  const struct mercury_plan_opts *opts,
+					  struct mercury_plan **out);
+MERCURY_API void mercury_plan_free(struct mercury_plan *p);
+/* Write p as plan JSON (the solver's schema). */
+MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
+				  const char *path);
+
+/* Tag of tensor (>= 1) in O(1); -ENOENT if the plan does not name it. */
+MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
+				    const char *tensor);
+MERCURY_API size_t mercury_plan_size(const struct mercury_plan *p);
+MERCURY_API unsigned int mercury_plan_max_tag(const struct mercury_plan *p);
+/* Entry i in file order (profile plans: ascending tag). */
+MERCURY_API int mercury_plan_entry(const struct mercury_plan *p, size_t i,
+				   struct mercury_plan_entry *e);
+
+/* ---- framing ------------------------------------------------------------ */
+
+#define MERCURY_FRAME_MAGIC	0x4d524359u	/* "MRCY" */
+#define MERCURY_FRAME_VERSION	1
+#define MERCURY_FRAME_HDR_LEN	32
+
+/*
+ * Wire layout, network byte order, 32 bytes:
+ *   0 magic u32 | 4 version u8 | 5 flags u8 (0) | 6 tag u16 |
+ *   8 tensor_id u32 | 12 chunk_len u32 | 16 total_len u64 | 24 offset u64
+ * followed by chunk_len bytes of tensor[offset, offset + chunk_len).
+ */
+struct mercury_frame {
+	uint32_t tensor_id;
+	uint16_t tag;
+	uint64_t total_len;		/* bytes of the whole tensor */
+	uint64_t offset;		/* of this chunk in the tensor */
+	uint32_t chunk_len;		/* payload bytes after the header */
+};
+
+/* Returns MERCURY_FRAME_HDR_LEN; -ENOSPC if len is too small. */
+MERCURY_API int mercury_frame_encode(const struct mercury_frame *f, void *buf,
+				     size_t len);
+/*
+ * Returns MERCURY_FRAME_HDR_LEN; -EAGAIN if len is too small, -EBADMSG bad
+ * magic or flags, -EPROTONOSUPPORT other version, -EINVAL chunk outside
+ * the tensor.
+ */
+MERCURY_API int mercury_frame_decode(const void *buf, size_t len,
+				     struct mercury_frame *f);
+
+/* ---- priority channels (sender) ----------------------------------------- */
+
+enum mercury_outq_mode {
+	/* bytes still queued = SIOCOUTQ (TCP: not yet acked by the peer) */
+	MERCURY_OUTQ_KERNEL = 0,
+	/* the caller reports consumed bytes with mercury_chanset_drained() */
+	MERCURY_OUTQ_MANUAL = 1,
+};
+
+struct mercury_chanset_opts {
+	size_t sz;
+	const struct mercury_tag_opts *tag_opts; /* NULL: tagger defaults */
+	/* n preferred tags, one per connection (ties go to class == tag) */
+	const unsigned int *classes;
+	size_t chunk_size;		/* payload bytes per frame; 0: 256 KiB */
+	enum mercury_outq_mode outq;
+	bool own_fds;			/* close the fds in mercury_chanset_free */
+	bool no_tag;			/* frame and pick, but never tag sockets */
+	size_t :0;
+};
+#define mercury_chanset_opts__last_field no_tag
+
+struct mercury_chanset;
+
+MERCURY_API int mercury_chanset_new(const int *fds, size_t n,
+				    const struct mercury_chanset_opts *opts,
+				    struct mercury_chanset **out);
+/* Open n TCP connections to host:port (the set owns them). */
+MERCURY_API int mercury_chanset_connect(const char *host, const char *port,
+					size_t n,
+					const struct mercury_chanset_opts *opts,
+					struct mercury_chanset **out);
+MERCURY_API void mercury_chanset_free(struct mercury_chanset *cs);
+MERCURY_API size_t mercury_chanset_count(const struct mercury_chanset *cs);
+MERCURY_API int mercury_chanset_fd(const struct mercury_chanset *cs, size_t i);
+
+/*
+ * Connection for the next bytes of tag: one whose queued bytes are all at
+ * least as urgent as tag (best fit: the least urgent such queue, so idle
+ * connections stay free for urgent tensors); if none, the least loaded.
+ * Returns the index. Does not send.
+ */
+MERCURY_API int mercury_chanset_pick(struct mercury_chanset *cs,
+				     unsigned int tag);
+/* Record bytes of tag handed to the kernel on connection i by the caller. */
+MERCURY_API int mercury_chanset_commit(struct mercury_chanset *cs, size_t i,
+				       unsigned int tag, uint64_t bytes);
+/* MERCURY_OUTQ_MANUAL: the peer consumed bytes from connection i. */
+MERCURY_API int mercury_chanset_drained(struct mercury_chanset *cs, size_t i,
+					uint64_t bytes);
+/* Bytes still queued on i and the least urgent tag among them (0: none). */
+MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
+				       uint64_t *bytes, unsigned int *worst);
+
+/*
+ * Send a whole tensor: split into chunks, each framed, given a connection
+ * by mercury_chanset_pick(), tagged, and written completely (blocking, or
+ * polling on non-blocking sockets). 0 or a negative errno.
+ */
+MERCURY_API int mercury_chanset_send(struct mercury_chanset *cs,
+				     uint32_t tensor_id, unsigned int tag,
+				     const void *buf, uint64_t len);
+
+struct mercury_chanset_stats {
+	uint64_t chunks;		/* frames sent */
+	uint64_t bytes;			/* payload bytes sent */
+	uint64_t inversions;		/* chunks queued behind less urgent
+					 * bytes because no connection fit
+					 */
+	uint64_t tag_syscalls;		/* setsockopt() calls */
+};
+MERCURY_API int mercury_chanset_get_stats(const struct mercury_chanset *cs,
+					  struct mercury_chanset_stats *st,
+					  size_t sz);
+
+/* ---- reassembly (receiver) ---------------------------------------------- */
+
+struct mercury_rx_opts {
+	size_t sz;
+	uint64_t max_tensor_bytes;	/* larger totals are refused; 0: 4 GiB */
+	size_t max_pending;		/* tensors in progress; 0: 65536 */
+	size_t :0;
+};
+#define mercury_rx_opts__last_field max_pending
+
+struct mercury_tensor {
+	uint32_t id;
+	uint16_t tag;
+	uint64_t len;
+	void *data;			/* malloc()ed; mercury_tensor_release() */
+};
+
+struct mercury_rx;
+
+MERCURY_API int mercury_rx_new(const struct mercury_rx_opts *opts,
+			       struct mercury_rx **out);
+/* Frees tensors not yet taken; does not close fds. */
+MERCURY_API void mercury_rx_free(struct mercury_rx *rx);
+/* Add a connection (fd may be -1 for mercury_rx_feed only). Returns index. */
+MERCURY_API int mercury_rx_add(struct mercury_rx *rx, int fd);
+/*
+ * Give bytes received on connection conn, in stream order, split anyhow.
+ * Returns the number of tensors this call completed.
+ */
+MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
+				const void *buf, size_t len);
+/*
+ * One read() on connection conn, then feed. Tensors completed (>= 0);
+ * -EAGAIN nothing to read, -ENOTCONN peer closed between frames,
+ * -ECONNRESET peer closed inside a frame.
+ */
+MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn);
+/*
+ * poll() the open connections up to timeout_ms and read the ready ones.
+ * Tensors completed (0 on timeout); -ENOTCONN once every one is closed.
+ */
+MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms);
+/* Take the oldest completed tensor; -EAGAIN if none. */
+MERCURY_API int mercury_rx_next(struct mercury_rx *rx,
+				struct mercury_tensor *t);
+MERCURY_API void mercury_tensor_release(struct mercury_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* __MERCURY_MERCURY_H */

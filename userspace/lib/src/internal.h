@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* Private helpers shared by the libmercury sources. */
+#ifndef __MERCURY_INTERNAL_H
+#define __MERCURY_INTERNAL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "mercury/mercury.h"
+
+#define __printf(a, b)	__attribute__((format(printf, a, b)))
+
+/* Log at level; never prints unless a callback is installed. */
+void mercury_pr(enum mercury_log_level level, const char *fmt, ...)
+	__printf(2, 3);
+
+/*
+ * Fail with -err: remember the message for mercury_last_error(), pass it to
+ * the log callback, set errno. Returns -err so callers can
+ * `return mercury_err(EINVAL, ...)`.
+ */
+int mercury_err(int err, const char *fmt, ...) __printf(2, 3);
+
+/* Keep errno == -ret for negative ret (the libbpf convention). */
+static inline int mercury_ret(int ret)
+{
+	if (ret < 0)
+		errno = -ret;
+	return ret;
+}
+
+/*
+ * Options structs grow at the end: accept a caller built against an older
+ * header (smaller sz), and a newer one only if every field we don't know
+ * is zero.
+ */
+int mercury_opts_check(const void *opts, size_t user_sz, size_t our_sz,
+		       const char *name);
+
+#define OPTS_VALID(opts, type)						\
+	(!(opts) || mercury_opts_check(opts, (opts)->sz,			\
+		offsetofend(struct type, type##__last_field), #type) == 0)
+#define offsetofend(TYPE, FIELD)					\
+	(offsetof(TYPE, FIELD) + sizeof(((TYPE *)0)->FIELD))
+#define OPTS_HAS(opts, field)						\
+	((opts) && (opts)->sz >= offsetofend(typeof(*(opts)), field))
+#define OPTS_GET(opts, field, fallback)					\
+	(OPTS_HAS(opts, field) ? (opts)->field : (fallback))
+
+/* Less urgent is larger; untagged (0) is the least urgent of all. */
+static inline unsigned long long mercury_urgency_key(unsigned int tag)
+{
+	return tag ? tag : ~0ULL;
+}
+
+#endif /* __MERCURY_INTERNAL_H */

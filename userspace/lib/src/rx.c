@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Reassembly: each connection is a byte stream of (header, payload) frames;
+ * payload bytes go straight into the buffer of their tensor, which may be
+ * filled by chunks from several connections in any order. A tensor is
+ * complete when its received byte count reaches its total. Senders never
+ * send a byte range twice, so headers announcing more bytes than the total
+ * are a protocol error; that also guarantees no other connection is still
+ * writing into a tensor when it completes.
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define DEFAULT_MAX_TENSOR	(4ULL << 30)
+#define DEFAULT_MAX_PENDING	65536
+#define READ_BUF		(64 * 1024)
+
+struct pending {
+	unsigned char *data;
+	uint64_t total;			/* bytes */
+	uint64_t got;			/* bytes received so far */
+	uint64_t reserved;		/* bytes announced by headers so far */
+	uint32_t id;
+	uint16_t tag;
+};
+
+struct rx_conn {
+	unsigned char hdr[MERCURY_FRAME_HDR_LEN];
+	size_t hdr_got;			/* header bytes read so far */
+	struct pending *cur;		/* tensor the payload goes to */
+	uint64_t off;			/* next payload byte's tensor offset */
+	uint64_t left;			/* payload bytes still to come */
+	int fd;
+	bool closed;
+};
+
+struct mercury_rx {
+	struct rx_conn *conns;
+	size_t nconns;
+	struct pending **pend;		/* tensors in progress */
+	size_t npend, pend_cap;
+	struct mercury_tensor *done;	/* ring of completed tensors */
+	size_t done_head, done_cnt, done_cap;
+	uint64_t max_tensor;
+	size_t max_pending;
+	unsigned char *rbuf;		/* READ_BUF bytes */
+};
+
+MERCURY_API int mercury_rx_new(const struct mercury_rx_opts *opts,
+			       struct mercury_rx **out)
+{
+	struct mercury_rx *rx;
+
+	if (!out)
+		return mercury_err(EINVAL, "rx: out is NULL");
+	*out = NULL;
+	if (!OPTS_VALID(opts, mercury_rx_opts))
+		return -errno;
+	rx = calloc(1, sizeof(*rx));
+	if (!rx || !(rx->rbuf = malloc(READ_BUF))) {
+		free(rx);
+		return mercury_err(ENOMEM, "rx: out of memory");
+	}
+	rx->max_tensor = OPTS_GET(opts, max_tensor_bytes, 0);
+	if (!rx->max_tensor)
+		rx->max_tensor = DEFAULT_MAX_TENSOR;
+	rx->max_pending = OPTS_GET(opts, max_pending, 0);
+	if (!rx->max_pending)
+		rx->max_pending = DEFAULT_MAX_PENDING;
+	*out = rx;
+	return 0;
+}
+
+MERCURY_API void mercury_tensor_release(struct mercury_tensor *t)
+{
+	if (!t)
+		return;
+	free(t->data);
+	t->data = NULL;
+	t->len = 0;
+}
+
+MERCURY_API void mercury_rx_free(struct mercury_rx *rx)
+{
+	size_t i;
+
+	if (!rx)
+		return;
+	for (i = 0; i < rx->npend; i++) {
+		free(rx->pend[i]->data);
+		free(rx->pend[i]);
+	}
+	for (i = 0; i < rx->done_cnt; i++)
+		free(rx->done[(rx->done_head + i) % rx->done_cap].data);
+	free(rx->pend);
+	free(rx->done);
+	free(rx->conns);
+	free(rx->rbuf);
+	free(rx);
+}
+
+MERCURY_API int mercury_rx_add(struct mercury_rx *rx, int fd)
+{
+	struct rx_conn *c;
+
+	if (!rx)
+		return mercury_err(EINVAL, "rx: NULL");
+	if (rx->nconns >= 4096)
+		return mercury_err(EMFILE, "rx: too many connections");
+	c = realloc(rx->conns, (rx->nconns + 1) * sizeof(*c));
+	if (!c)
+		return mercury_err(ENOMEM, "rx: out of memory");
+	rx->conns = c;
+	memset(&c[rx->nconns], 0, sizeof(*c));
+	c[rx->nconns].fd = fd;
+	return rx->nconns++;
+}
+
+static struct pending *pend_find(struct mercury_rx *rx, uint32_t id,
+				 size_t *idx)
+{
+	size_t i;
+
+	/* Linear: a handful of tensors are in flight, each chunk is large. */
+	for (i = 0; i < rx->npend; i++) {
+		if (rx->pend[i]->id == id) {
+			*idx = i;
+			return rx->pend[i];
+		}
+	}
+	return NULL;
+}
+
+static int pend_get(struct mercury_rx *rx, const struct mercury_frame *f,
+		    struct pending **out)
+{
+	struct pending *p, **np;
+	size_t i;
+
+	p = pend_find(rx, f->tensor_id, &i);
+	if (p) {
+		if (p->total != f->total_len || p->tag != f->tag)
+			return mercury_err(EPROTO,
+					   "rx: tensor %u: chunk says %llu bytes tag %u, earlier %llu bytes tag %u",
+					   f->tensor_id,
+					   (unsigned long long)f->total_len, f->tag,
+					   (unsigned long long)p->total, p->tag);
+		*out = p;
+		return 0;
+	}
+	if (f->total_len > rx->max_tensor)
+		return mercury_err(EMSGSIZE, "rx: tensor %u of %llu bytes > limit %llu",
+				   f->tensor_id, (unsigned long long)f->total_len,
+				   (unsigned long long)rx->max_tensor);
+	if (rx->npend >= rx->max_pending)
+		return mercury_err(ENOBUFS, "rx: %zu tensors already in progress",
+				   rx->npend);
+	if (rx->npend == rx->pend_cap) {
+		size_t cap = rx->pend_cap ? 2 * rx->pend_cap : 16;
+
+		np = realloc(rx->pend, cap * sizeof(*np));
+		if (!np)
+			return mercury_err(ENOMEM, "rx: out of memory");
+		rx->pend = np;
+		rx->pend_cap = cap;
+	}
+	p = calloc(1, sizeof(*p));
+	/* malloc(0) may return NULL: keep one byte for empty tensors. */
+	if (!p || !(p->data = malloc(f->total_len ? f->total_len : 1))) {
+		free(p);
+		return mercury_err(ENOMEM, "rx: no memory for tensor %u (%llu bytes)",
+				   f->tensor_id, (unsigned long long)f->total_len);
+	}
+	p->id = f->tensor_id;
+	p->tag = f->tag;
+	p->total = f->total_len;
+	rx->pend[rx->npend++] = p;
+	*out = p;
+	return 0;
+}
+
+/* Account n bytes to p; move it to the done ring when complete. */
+static int pend_account(struct mercury_rx *rx, struct pending *p, uint64_t n)
+{
+	struct mercury_tensor *nd;
+	size_t i = 0, j;
+
+	p->got += n;
+	if (p->got < p->total)
+		return 0;
+	if (rx->done_cnt == rx->done_cap) {
+		size_t cap = rx->done_cap ? 2 * rx->done_cap : 16;
+
+		nd = malloc(cap * sizeof(*nd));
+		if (!nd)
+			return mercury_err(ENOMEM, "rx: out of memory");
+		for (j = 0; j < rx->done_cnt; j++)
+			nd[j] = rx->done[(rx->done_head + j) % rx->done_cap];
+		free(rx->done);
+		rx->done = nd;
+		rx->done_cap = cap;
+		rx->done_head = 0;
+	}
+	rx->done[(rx->done_head + rx->done_cnt) % rx->done_cap] =
+		(struct mercury_tensor){
+			.id = p->id, .tag = p->tag, .len = p->total,
+			.data = p->data,
+		};
+	rx->done_cnt++;
+	pend_find(rx, p->id, &i);
+	rx->pend[i] = rx->pend[--rx->npend];
+	free(p);
+	return 1;
+}
+
+MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
+				const void *buf, size_t len)
+{
+	const unsigned char *b = buf;
+	struct mercury_frame f;
+	struct rx_conn *c;
+	int done = 0, err;
+	size_t n;
+
+	if (!rx || conn >= rx->nconns || (!buf && len))
+		return mercury_err(EINVAL, "rx feed: bad argument");
+	c = &rx->conns[conn];
+	while (len) {
+		if (!c->cur) {
+			n = MERCURY_FRAME_HDR_LEN - c->hdr_got;
+			n = n < len ? n : len;
+			memcpy(c->hdr + c->hdr_got, b, n);
+			c->hdr_got += n;
+			b += n;
+			len -= n;
+			if (c->hdr_got < MERCURY_FRAME_HDR_LEN)
+				break;
+			c->hdr_got = 0;
+			err = mercury_frame_decode(c->hdr, sizeof(c->hdr), &f);
+			if (err < 0)
+				return err;
+			err = pend_get(rx, &f, &c->cur);
+			if (err)
+				return err;
+			if (f.chunk_len > c->cur->total - c->cur->reserved)
+				return mercury_err(EPROTO,
+						   "rx: tensor %u: more bytes than its %llu",
+						   f.tensor_id,
+						   (unsigned long long)c->cur->total);
+			c->cur->reserved += f.chunk_len;
+			c->off = f.offset;
+			c->left = f.chunk_len;
+			if (!f.chunk_len) {
+				/* Only an empty tensor has an empty chunk. */
+				err = pend_account(rx, c->cur, 0);
+				c->cur = NULL;
+				if (err < 0)
+					return err;
+				done += err;
+			}
+			continue;
+		}
+		n = c->left < len ? c->left : len;
+		memcpy(c->cur->data + c->off, b, n);
+		c->off += n;
+		c->left -= n;
+		b += n;
+		len -= n;
+		/* Completion frees the tensor: only possible once c->left == 0. */
+		err = pend_account(rx, c->cur, n);
+		if (!c->left)
+			c->cur = NULL;
+		if (err < 0)
+			return err;
+		done += err;
+	}
+	return done;
+}
+
+MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
+{
+	struct rx_conn *c;
+	ssize_t r;
+
+	if (!rx || conn >= rx->nconns || rx->conns[conn].fd < 0)
+		return mercury_err(EINVAL, "rx read: bad connection %zu", conn);
+	c = &rx->conns[conn];
+	if (c->closed)
+		return mercury_err(ENOTCONN, "rx: connection %zu closed", conn);
+	do
+		r = read(c->fd, rx->rbuf, READ_BUF);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			errno = EAGAIN;
+			return -EAGAIN;
+		}
+		return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
+				   strerror(errno));
+	}
+	if (!r) {
+		c->closed = true;
+		if (c->cur || c->hdr_got)
+			return mercury_err(ECONNRESET,
+					   "rx: connection %zu closed inside a frame",
+					   conn);
+		errno = ENOTCONN;
+		return -ENOTCONN;
+	}
+	return mercury_rx_feed(rx, conn, rx->rbuf, r);
+}
+
+MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)
+{
+	struct pollfd *pfd;
+	size_t i, n = 0;
+	int r, done = 0;
+
+	if (!rx)
+		return mercury_err(EINVAL, "rx poll: NULL");
+	pfd = calloc(rx->nconns ? rx->nconns : 1, sizeof(*pfd));
+	if (!pfd)
+		return mercury_err(ENOMEM, "rx: out of memory");
+	for (i = 0; i < rx->nconns; i++) {
+		pfd[i].fd = rx->conns[i].closed ? -1 : rx->conns[i].fd;
+		pfd[i].events = POLLIN;
+		n += pfd[i].fd >= 0;
+	}
+	if (!n) {
+		free(pfd);
+		errno = ENOTCONN;
+		return -ENOTCONN;
+	}
+	r = poll(pfd, rx->nconns, timeout_ms);
+	if (r < 0) {
+		r = errno == EINTR ? 0 :
+			mercury_err(errno, "rx: poll: %s", strerror(errno));
+		free(pfd);
+		return mercury_ret(r);
+	}
+	for (i = 0; i < rx->nconns && r > 0; i++) {
+		if (!pfd[i].revents)
+			continue;
+		r = mercury_rx_read(rx, i);
+		if (r == -EAGAIN || r == -ENOTCONN)
+			r = 0;
+		if (r < 0) {
+			free(pfd);
+			return mercury_ret(r);
+		}
+		done += r;
+		r = 1;
+	}
+	free(pfd);
+	return done;
+}
+
+MERCURY_API int mercury_rx_next(struct mercury_rx *rx, struct mercury_tensor *t)
+{
+	if (!rx || !t)
+		return mercury_err(EINVAL, "rx next: NULL argument");
+	if (!rx->done_cnt) {
+		errno = EAGAIN;
+		return -EAGAIN;
+	}
+	*t = rx->done[rx->done_head];
+	rx->done_head = (rx->done_head + 1) % rx->done_cap;
+	rx->done_cnt--;
+	return 0;
+}

@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* Plans: solver JSON, malformed input, default plan from profiles. */
+#include <sys/stat.h>
+
+#include <json.h>
+
+#include "helpers.h"
+
+static void test_load_ok(void **state)
+{
+	struct mercury_plan_entry e;
+	struct mercury_plan *p;
+
+	(void)state;
+	assert_int_equal(mercury_plan_load(TESTDATA "/plan_ok.json", &p), 0);
+	assert_int_equal(mercury_plan_size(p), 4);
+	assert_int_equal(mercury_plan_max_tag(p), 65535);
+	assert_int_equal(mercury_plan_lookup(p, "conv1.weight"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.bias"), 2);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.weight"), 3);
+	assert_int_equal(mercury_plan_lookup(p, "fc.weight"), 65535);
+	assert_int_equal(mercury_plan_lookup(p, "fc.bias"), -ENOENT);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(mercury_plan_lookup(p, "conv1.weigh"), -ENOENT);
+	assert_int_equal(mercury_plan_entry(p, 3, &e), 0);
+	assert_string_equal(e.tensor, "fc.weight");
+	assert_int_equal(e.bytes, 8192000);
+	assert_string_equal(e.src, "gpu1");
+	assert_string_equal(e.dst, "ps1");
+	assert_int_equal(mercury_plan_entry(p, 2, &e), 0);
+	assert_string_equal(e.src, "");		/* absent: empty */
+	assert_int_equal(mercury_plan_entry(p, 4, &e), -ENOENT);
+	mercury_plan_free(p);
+}
+
+struct bad_case {
+	const char *json;
+	int err;
+	const char *msg;		/* substring of mercury_last_error() */
+};
+
+static const struct bad_case bad[] = {
+	{ "", EINVAL, "truncated JSON" },
+	{ "{\"priorities\": [", EINVAL, "truncated JSON" },
+	{ "{\"priorities\": []}\n}", EINVAL, "trailing data" },
+	{ "{\n\"priorities\": [,]}", EINVAL, "line 2: invalid JSON" },
+	{ "[]", EINVAL, "top level must be an object" },
+	{ "{\"model\": \"x\"}", EINVAL, "no \"priorities\" key" },
+	{ "{\"priorities\": {}}", EINVAL, "\"priorities\" must be an array" },
+	{ "{\"priorities\": [1]}", EINVAL, "priorities[0] must be an object" },
+	{ "{\"priorities\": [{\"tag\": 1}]}", EINVAL,
+	  "priorities[0]: \"tensor\" must be a non-empty string" },
+	{ "{\"priorities\": [{\"tensor\": \"\", \"tag\": 1}]}", EINVAL,
+	  "\"tensor\" must be a non-empty string" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1},"
+	  "{\"tensor\": \"b\", \"tag\": \"2\"}]}", EINVAL,
+	  "priorities[1] (b): \"tag\" must be an integer" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1.5}]}", EINVAL,
+	  "\"tag\" must be an integer" },
+	{ "{\"priorities\": [{\"tensor\": \"a\"}]}", EINVAL,
+	  "\"tag\" must be an integer" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 0}]}", ERANGE,
+	  "tag 0 outside 1..65535" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 65536}]}", ERANGE,
+	  "tag 65536 outside" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": -3}]}", ERANGE,
+	  "tag -3 outside" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1, \"bytes\": -1}]}",
+	  EINVAL, "\"bytes\" must be an integer >= 0" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1, \"src\": 3}]}",
+	  EINVAL, "\"src\" must be a string" },
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1},"
+	  "{\"tensor\": \"a\", \"tag\": 2}]}", EINVAL,
+	  "priorities[1]: tensor \"a\" appears twice" },
+};
+
+static void test_load_bad(void **state)
+{
+	char dir[] = "/tmp/mercury-plan-XXXXXX", path[64];
+	struct mercury_plan *p = (void *)1;
+	size_t i;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/plan.json", dir);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(bad[i].json, f);
+		fclose(f);
+		errno = 0;
+		p = (void *)1;
+		if (mercury_plan_load(path, &p) != -bad[i].err ||
+		    errno != bad[i].err || p ||
+		    !strstr(mercury_last_error(), bad[i].msg) ||
+		    !strstr(mercury_last_error(), path))
+			fail_msg("case %zu (%s): got \"%s\", errno %d", i,
+				 bad[i].json, mercury_last_error(), errno);
+		/* The buffer variant gives the same verdict. */
+		assert_int_equal(mercury_plan_load_buf(bad[i].json,
+						       strlen(bad[i].json), &p),
+				 -bad[i].err);
+	}
+	unlink(path);
+	rmdir(dir);
+	assert_int_equal(mercury_plan_load("/nonexistent/plan.json", &p),
+			 -ENOENT);
+	assert_non_null(strstr(mercury_last_error(), "/nonexistent/plan.json"));
+	assert_int_equal(mercury_plan_load(TESTDATA, &p), -EISDIR);
+}
+
+/* ---- default plan from profiles ----------------------------------------- */
+
+static bool have_profiles(void)
+{
+	struct stat st;
+
+	return !stat(PROFILES "/h200/resnet50.json", &st);
+}
+
+/*
+ * Check a per-tensor default plan against the rule, recomputed here from
+ * the profile: tags are a permutation of 1..n; a module called earlier in
+ * forward_calls gets smaller tags; inside a module, later grad_ready means
+ * smaller tag; modules never called come after all called ones (reversed
+ * grad_ready among themselves); bytes = 4 * numel.
+ */
+static void check_profile_plan(const char *model)
+{
+	struct json_object *root, *calls, *grads, *g, *fc, *v;
+	char path[512];
+	struct mercury_plan *p;
+	size_t i, j, n, nc, nuncalled = 0;
+	long *call, *tag;
+	char owner[256];
+	char *seen;
+
+	snprintf(path, sizeof(path), PROFILES "/h200/%s.json", model);
+	assert_int_equal(mercury_plan_from_profile(path, NULL, &p), 0);
+	root = json_object_from_file(path);
+	assert_non_null(root);
+	assert_true(json_object_object_get_ex(root, "forward_calls", &calls));
+	assert_true(json_object_object_get_ex(root, "grad_ready", &grads));
+	n = json_object_array_length(grads);
+	nc = json_object_array_length(calls);
+	assert_int_equal(mercury_plan_size(p), n);
+	assert_int_equal(mercury_plan_max_tag(p), n);
+	call = calloc(n, sizeof(*call));
+	tag = calloc(n, sizeof(*tag));
+	seen = calloc(n + 1, 1);
+	for (i = 0; i < n; i++) {
+		const char *mod;
+
+		(void)mod;
+		g = json_object_array_get_idx(grads, i);
+		json_object_object_get_ex(g, "module", &v);
+		call[i] = -1;
+		if (v) {
+			mod = json_object_get_string(v);
+			for (j = 0; j < nc && call[i] < 0; j++) {
+				fc = json_object_array_get_idx(calls, j);
+				json_object_object_get_ex(fc, "module", &v);
+				if (!strcmp(json_object_get_string(v), mod))
+					call[i] = j;
+			}
+			snprintf(owner, sizeof(owner), "%s", mod);
+		} else {
+			json_object_object_get_ex(g, "param", &v);
+			snprintf(owner, sizeof(owner), "%s",
+				 json_object_get_string(v));
+			*(strrchr(owner, '.') ? strrchr(owner, '.') : owner) = 0;
+		}
+		/* Null or never-called module: nearest ancestor with calls. */
+		while (call[i] < 0) {
+			size_t pl = strlen(owner);
+
+			for (j = 0; j < nc && call[i] < 0; j++) {
+				const char *m;
+
+				fc = json_object_array_get_idx(calls, j);
+				json_object_object_get_ex(fc, "module", &v);
+				m = json_object_get_string(v);
+				if (!pl || (!strncmp(m, owner, pl) &&
+					    (m[pl] == '.' || !m[pl])))
+					call[i] = j;	/* calls are in order */
+			}
+			if (!pl)
+				break;
+			*(strrchr(owner, '.') ? strrchr(owner, '.') : owner) = 0;
+		}
+		nuncalled += call[i] < 0;
+		json_object_object_get_ex(g, "param", &v);
+		tag[i] = mercury_plan_lookup(p, json_object_get_string(v));
+		assert_in_range(tag[i], 1, n);
+		assert_false(seen[tag[i]]);
+		seen[tag[i]] = 1;
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < n; j++) {
+			long ci = call[i] < 0 ? (long)nc : call[i];
+			long cj = call[j] < 0 ? (long)nc : call[j];
+
+			if (ci < cj || (ci == cj && i > j))
+				if (tag[i] >= tag[j])
+					fail_msg("%s: grad_ready[%zu] (call %ld) tag %ld >= grad_ready[%zu] (call %ld) tag %ld",
+						 model, i, call[i], tag[i], j,
+						 call[j], tag[j]);
+		}
+	}
+	assert_int_equal(nuncalled, 0);	/* forward_calls is never empty */
+	/* bytes = 4 * numel for every entry, found through its tag order. */
+	for (i = 0; i < n; i++) {
+		struct mercury_plan_entry e;
+		int64_t numel;
+
+		g = json_object_array_get_idx(grads, i);
+		json_object_object_get_ex(g, "numel", &v);
+		numel = json_object_get_int64(v);
+		assert_int_equal(mercury_plan_entry(p, tag[i] - 1, &e), 0);
+		assert_int_equal(e.tag, tag[i]);
+		assert_int_equal(e.bytes, 4 * numel);
+	}
+	free(call);
+	free(tag);
+	free(seen);
+	json_object_put(root);
+	mercury_plan_free(p);
+}
+
+static void test_profiles(void **state)
+{
+	static const char *const models[] = {
+		"resnet50", "vgg16", "inception_v3", "vit_b_16",
+		"bert_large", "gpt2", "gpt2_xl",
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(models) / sizeof(models[0]); i++)
+		check_profile_plan(models[i]);
+}
+
+static void test_profile_anchors(void **state)
+{
+	struct mercury_plan *p;
+
+	(void)state;
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/resnet50.json",
+						   NULL, &p), 0);
+	/* conv1 is forward_calls[0] and owns one tensor; fc runs last. */
+	assert_int_equal(mercury_plan_lookup(p, "conv1.weight"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.bias"), 2);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.weight"), 3);
+	assert_int_equal(mercury_plan_lookup(p, "fc.bias"), 160);
+	assert_int_equal(mercury_plan_lookup(p, "fc.weight"), 161);
+	assert_int_equal(mercury_plan_lookup(p, "layer9.weight"), -ENOENT);
+	mercury_plan_free(p);
+}
+
+/* vit_b_16: attention weights owned by non-leaf or uncalled modules. */
+static void test_profile_vit(void **state)
+{
+	const char *l0 = "encoder.layers.encoder_layer_0.";
+	struct mercury_plan *p;
+	char a[128];
+	int t[6];
+
+	(void)state;
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/vit_b_16.json",
+						   NULL, &p), 0);
+	snprintf(a, sizeof(a), "%sln_1.weight", l0);
+	t[0] = mercury_plan_lookup(p, a);
+	snprintf(a, sizeof(a), "%sself_attention.in_proj_weight", l0);
+	t[1] = mercury_plan_lookup(p, a);
+	snprintf(a, sizeof(a), "%sself_attention.out_proj.weight", l0);
+	t[2] = mercury_plan_lookup(p, a);
+	snprintf(a, sizeof(a), "%sln_2.weight", l0);
+	t[3] = mercury_plan_lookup(p, a);
+	t[4] = mercury_plan_lookup(p,
+		"encoder.layers.encoder_layer_1.self_attention.in_proj_weight");
+	t[5] = mercury_plan_lookup(p, "heads.head.weight");
+	assert_true(t[0] > 0 && t[0] < t[1] && t[1] < t[2] && t[2] < t[3] &&
+		    t[3] < t[4] && t[4] < t[5]);
+	assert_int_equal(t[5], 152);		/* the head runs last */
+	/* class_token and pos_embedding: used at the very start. */
+	assert_true(mercury_plan_lookup(p, "class_token") <= 3);
+	assert_true(mercury_plan_lookup(p, "encoder.pos_embedding") < t[0]);
+	mercury_plan_free(p);
+}
+
+static void test_profile_group_levels(void **state)
+{
+	MERCURY_OPTS(mercury_plan_opts, o, .group = MERCURY_PLAN_PER_MODULE);
+	struct mercury_plan *pt, *pm;
+	struct mercury_plan_entry e, f;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/vgg16.json",
+						   NULL, &pt), 0);
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/vgg16.json",
+						   &o, &pm), 0);
+	/* vgg16: 16 weight layers with weight + bias each. */
+	assert_int_equal(mercury_plan_size(pt), 32);
+	assert_int_equal(mercury_plan_max_tag(pt), 32);
+	assert_int_equal(mercury_plan_max_tag(pm), 16);
+	assert_int_equal(mercury_plan_lookup(pm, "features.0.weight"), 1);
+	assert_int_equal(mercury_plan_lookup(pm, "features.0.bias"), 1);
+	assert_int_equal(mercury_plan_lookup(pm, "features.2.weight"), 2);
+	/* Same order either way; per module is per tensor with ties. */
+	for (i = 1; i < 32; i++) {
+		mercury_plan_entry(pt, i - 1, &e);
+		mercury_plan_entry(pt, i, &f);
+		assert_true(mercury_plan_lookup(pm, e.tensor) <=
+			    mercury_plan_lookup(pm, f.tensor));
+	}
+	mercury_plan_free(pm);
+
+	/* Squeeze 32 tags into 4 levels: 8 tensors each, order kept. */
+	o.group = MERCURY_PLAN_PER_TENSOR;
+	o.levels = 4;
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/vgg16.json",
+						   &o, &pm), 0);
+	assert_int_equal(mercury_plan_max_tag(pm), 4);
+	for (i = 0; i < 32; i++) {
+		mercury_plan_entry(pt, i, &e);
+		assert_int_equal(mercury_plan_lookup(pm, e.tensor), 1 + i / 8);
+	}
+	mercury_plan_free(pm);
+	mercury_plan_free(pt);
+
+	o.group = 5;
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/vgg16.json",
+						   &o, &pm), -EINVAL);
+	/* A plan file is not a profile, and says so. */
+	assert_int_equal(mercury_plan_from_profile(TESTDATA "/plan_ok.json",
+						   NULL, &pm), -EINVAL);
+	assert_non_null(strstr(mercury_last_error(), "not a profile"));
+}
+
+static void test_save_roundtrip(void **state)
+{
+	char path[] = "/tmp/mercury-plan-save-XXXXXX";
+	struct mercury_plan_entry a, b;
+	struct mercury_plan *p, *q;
+	size_t i;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/gpt2_xl.json",
+						   NULL, &p), 0);
+	assert_int_equal(mercury_plan_save(p, path), 0);
+	assert_int_equal(mercury_plan_load(path, &q), 0);
+	assert_int_equal(mercury_plan_size(q), mercury_plan_size(p));
+	for (i = 0; i < mercury_plan_size(p); i++) {
+		mercury_plan_entry(p, i, &a);
+		mercury_plan_entry(q, i, &b);
+		assert_string_equal(a.tensor, b.tensor);
+		assert_int_equal(a.tag, b.tag);
+		assert_int_equal(a.bytes, b.bytes);
+		assert_int_equal(mercury_plan_lookup(q, a.tensor), a.tag);
+	}
+	unlink(path);
+	mercury_plan_free(p);
+	mercury_plan_free(q);
+}
+
+int main(void)
+{
+	bool np = !have_profiles();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_load_ok),
+		cmocka_unit_test(test_load_bad),
+		unit_test_skip_if(np, test_profiles, "no ../shared/profiles"),
+		unit_test_skip_if(np, test_profile_anchors, "no profiles"),
+		unit_test_skip_if(np, test_profile_vit, "no profiles"),
+		unit_test_skip_if(np, test_profile_group_levels, "no profiles"),
+		unit_test_skip_if(np, test_save_roundtrip, "no profiles"),
+	};
+
+	return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
+}

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/* Socket tagging: values, caching, privilege errors, env parsing. */
+#include <sys/wait.h>
+
+#include "helpers.h"
+
+static int get_opt(int fd, int name)
+{
+	uint32_t v = 0xdeadbeef;
+	socklen_t len = sizeof(v);
+
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, name, &v, &len), 0);
+	return v;
+}
+
+static void test_value_shift_mask(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .shift = 16, .mask = 0xff);
+	struct mercury_tagger *t;
+	uint32_t v = 0;
+
+	(void)state;
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tagger_value(t, 5, &v), 0);
+	assert_int_equal(v, 0x50000);
+	assert_int_equal(mercury_tagger_value(t, 255, &v), 0);
+	assert_int_equal(v, 0xff0000);
+	errno = 0;
+	assert_int_equal(mercury_tagger_value(t, 256, &v), -ERANGE);
+	assert_int_equal(errno, ERANGE);
+	assert_non_null(strstr(mercury_last_error(), "does not fit mask 0xff"));
+	mercury_tagger_free(t);
+
+	/* Default: mark, shift 0, mask 0xffff. */
+	assert_int_equal(mercury_tagger_new(NULL, &t), 0);
+	assert_int_equal(mercury_tagger_value(t, 65535, &v), 0);
+	assert_int_equal(v, 65535);
+	assert_int_equal(mercury_tagger_value(t, 65536, &v), -ERANGE);
+	mercury_tagger_free(t);
+}
+
+static void test_bad_opts(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .shift = 24, .mask = 0x1ff);
+	struct {
+		struct mercury_tag_opts o;
+		uint64_t future;
+	} big;
+	struct mercury_tagger *t = (void *)1;
+
+	(void)state;
+	assert_int_equal(mercury_tagger_new(&o, &t), -EINVAL);
+	assert_null(t);
+	assert_non_null(strstr(mercury_last_error(), "does not fit 32 bits"));
+	o.shift = 32;
+	o.mask = 1;
+	assert_int_equal(mercury_tagger_new(&o, &t), -EINVAL);
+	o.shift = 0;
+	o.source = 7;
+	assert_int_equal(mercury_tagger_new(&o, &t), -EINVAL);
+
+	/* A newer caller's struct: accepted only if the unknown tail is 0. */
+	memset(&big, 0, sizeof(big));
+	big.o.sz = sizeof(big);
+	assert_int_equal(mercury_tagger_new(&big.o, &t), 0);
+	mercury_tagger_free(t);
+	big.future = 1;
+	assert_int_equal(mercury_tagger_new(&big.o, &t), -EINVAL);
+	big.o.sz = 4;
+	assert_int_equal(mercury_tagger_new(&big.o, &t), -EINVAL);
+}
+
+/* Unprivileged path: SO_PRIORITY 0..6 lands on a connected TCP socket. */
+static void test_priority_lands(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .source = MERCURY_TAG_PRIORITY);
+	struct mercury_tagger *t;
+	unsigned int tag;
+	int c[2];
+
+	(void)state;
+	tcp_pair(c);
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	for (tag = 0; tag <= 6; tag++) {
+		assert_int_equal(mercury_tag_socket(t, c[0], tag), 0);
+		assert_int_equal(get_opt(c[0], SO_PRIORITY), tag);
+		assert_int_equal(mercury_socket_tag(t, c[0]), tag);
+	}
+	mercury_tagger_free(t);
+
+	/* shift 1, mask 3: tag 3 -> priority 6 (still unprivileged). */
+	o.shift = 1;
+	o.mask = 3;
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tag_socket(t, c[1], 3), 0);
+	assert_int_equal(get_opt(c[1], SO_PRIORITY), 6);
+	assert_int_equal(mercury_socket_tag(t, c[1]), 3);
+	assert_int_equal(mercury_tag_socket(t, c[1], 4), -ERANGE);
+	assert_int_equal(get_opt(c[1], SO_PRIORITY), 6);
+	mercury_tagger_free(t);
+	close(c[0]);
+	close(c[1]);
+}
+
+/* The per-fd cache skips setsockopt when the tag does not change. */
+static void test_cache(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .source = MERCURY_TAG_PRIORITY);
+	struct mercury_tagger_stats st;
+	struct mercury_tagger *t;
+	int c[2];
+
+	(void)state;
+	tcp_pair(c);
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tag_socket(t, c[0], 3), 0);
+	assert_int_equal(mercury_tag_socket(t, c[0], 3), 0);
+	assert_int_equal(mercury_tag_socket(t, c[0], 3), 0);
+	mercury_tagger_get_stats(t, &st, sizeof(st));
+	assert_int_equal(st.calls, 3);
+	assert_int_equal(st.syscalls, 1);
+	assert_int_equal(mercury_tag_socket(t, c[1], 3), 0);	/* other fd */
+	assert_int_equal(mercury_tag_socket(t, c[0], 4), 0);
+	mercury_tagger_get_stats(t, &st, sizeof(st));
+	assert_int_equal(st.syscalls, 3);
+	assert_int_equal(get_opt(c[0], SO_PRIORITY), 4);
+
+	/* Someone else changed it: forget() makes the next call write. */
+	setsockopt(c[0], SOL_SOCKET, SO_PRIORITY, &(int){ 1 }, sizeof(int));
+	assert_int_equal(mercury_tag_socket(t, c[0], 4), 0);
+	assert_int_equal(get_opt(c[0], SO_PRIORITY), 1);	/* cached */
+	mercury_tagger_forget(t, c[0]);
+	assert_int_equal(mercury_tag_socket(t, c[0], 4), 0);
+	assert_int_equal(get_opt(c[0], SO_PRIORITY), 4);
+	mercury_tagger_get_stats(t, &st, sizeof(st));
+	assert_int_equal(st.syscalls, 4);
+	assert_int_equal(mercury_tag_socket(t, -1, 1), -EINVAL);
+	mercury_tagger_free(t);
+	close(c[0]);
+	close(c[1]);
+}
+
+/* SO_MARK needs CAP_NET_ADMIN: only meaningful as root. */
+static void test_mark_lands(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .shift = 8, .mask = 0xff,
+		     .keep_other_bits = true);
+	struct mercury_tagger *t;
+	int c[2];
+
+	(void)state;
+	tcp_pair(c);
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tagger_probe(t, 255), 0);
+	/* Bits outside mask << shift belong to someone else: kept. */
+	assert_int_equal(setsockopt(c[0], SOL_SOCKET, SO_MARK,
+				    &(uint32_t){ 0xab0000cd }, 4), 0);
+	assert_int_equal(mercury_tag_socket(t, c[0], 7), 0);
+	assert_int_equal((uint32_t)get_opt(c[0], SO_MARK), 0xab0007cd);
+	assert_int_equal(mercury_socket_tag(t, c[0]), 7);
+	assert_int_equal(mercury_tag_socket(t, c[0], 0), 0);
+	assert_int_equal((uint32_t)get_opt(c[0], SO_MARK), 0xab0000cd);
+	mercury_tagger_free(t);
+
+	/* Without keep_other_bits the whole mark is the tag value. */
+	o.keep_other_bits = false;
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tag_socket(t, c[1], 200), 0);
+	assert_int_equal((uint32_t)get_opt(c[1], SO_MARK), 200 << 8);
+	mercury_tagger_free(t);
+	close(c[0]);
+	close(c[1]);
+}
+
+/*
+ * Without CAP_NET_ADMIN: SO_MARK and SO_PRIORITY > 6 fail with -EPERM and
+ * a message naming the capability; priorities 0..6 still work. As root,
+ * drop to nobody in a child (setuid clears the capability sets).
+ */
+static int unprivileged_checks(void)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .source = MERCURY_TAG_PRIORITY);
+	struct mercury_tagger *t;
+	int c[2], bad = 0;
+
+	tcp_pair(c);
+	if (mercury_tagger_new(&o, &t))
+		return 10;
+	bad |= mercury_tag_socket(t, c[0], 6) != 0;
+	bad |= (mercury_tag_socket(t, c[0], 7) != -EPERM || errno != EPERM) << 1;
+	bad |= !strstr(mercury_last_error(), "CAP_NET_ADMIN") << 2;
+	bad |= (get_opt(c[0], SO_PRIORITY) != 6) << 3;
+	bad |= (mercury_tagger_probe(t, 7) != -EPERM) << 4;
+	bad |= (mercury_tagger_probe(t, 6) != 0) << 5;
+	mercury_tagger_free(t);
+	o.source = MERCURY_TAG_MARK;
+	if (mercury_tagger_new(&o, &t))
+		return 11;
+	bad |= (mercury_tag_socket(t, c[0], 1) != -EPERM) << 6;
+	bad |= !strstr(mercury_last_error(), "SO_MARK needs CAP_NET_ADMIN") << 7;
+	bad |= (mercury_tagger_probe(t, 1) != -EPERM) << 8;
+	mercury_tagger_free(t);
+	return bad;
+}
+
+static void test_unprivileged(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0) {
+		assert_int_equal(unprivileged_checks(), 0);
+		return;
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		if (setgid(65534) || setuid(65534))
+			_exit(99);
+		_exit(unprivileged_checks());
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_env(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o);
+	struct mercury_tagger *t;
+	uint32_t v;
+
+	(void)state;
+	setenv("MERCURY_TAG_SOURCE", "priority", 1);
+	setenv("MERCURY_SHIFT", "4", 1);
+	setenv("MERCURY_MASK", "0x0f", 1);
+	assert_int_equal(mercury_tag_opts_from_env(&o), 0);
+	assert_int_equal(o.source, MERCURY_TAG_PRIORITY);
+	assert_int_equal(o.shift, 4);
+	assert_int_equal(o.mask, 0xf);
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tagger_value(t, 9, &v), 0);
+	assert_int_equal(v, 0x90);
+	mercury_tagger_free(t);
+
+	setenv("MERCURY_TAG_SOURCE", "dscp", 1);
+	assert_int_equal(mercury_tag_opts_from_env(&o), -EINVAL);
+	assert_non_null(strstr(mercury_last_error(), "MERCURY_TAG_SOURCE=dscp"));
+	setenv("MERCURY_TAG_SOURCE", "mark", 1);
+	setenv("MERCURY_SHIFT", "40", 1);
+	assert_int_equal(mercury_tag_opts_from_env(&o), -EINVAL);
+	setenv("MERCURY_SHIFT", "3x", 1);
+	assert_int_equal(mercury_tag_opts_from_env(&o), -EINVAL);
+	setenv("MERCURY_SHIFT", "0", 1);
+	setenv("MERCURY_MASK", "0", 1);
+	assert_int_equal(mercury_tag_opts_from_env(&o), -EINVAL);
+	setenv("MERCURY_MASK", "-1", 1);
+	assert_int_equal(mercury_tag_opts_from_env(&o), -EINVAL);
+	unsetenv("MERCURY_TAG_SOURCE");
+	unsetenv("MERCURY_SHIFT");
+	unsetenv("MERCURY_MASK");
+}
+
+static int log_calls;
+static char log_last[256];
+
+static void log_cb(enum mercury_log_level level, const char *msg, void *ctx)
+{
+	(void)level;
+	*(int *)ctx += 1;
+	snprintf(log_last, sizeof(log_last), "%s", msg);
+}
+
+static void test_log_callback(void **state)
+{
+	struct mercury_tagger *t;
+	uint32_t v;
+
+	(void)state;
+	assert_int_equal(mercury_tagger_new(NULL, &t), 0);
+	mercury_set_log(log_cb, &log_calls);
+	assert_int_equal(mercury_tagger_value(t, 1 << 20, &v), -ERANGE);
+	assert_int_equal(log_calls, 1);
+	assert_string_equal(log_last, mercury_last_error());
+	mercury_set_log(NULL, NULL);
+	assert_int_equal(mercury_tagger_value(t, 1 << 20, &v), -ERANGE);
+	assert_int_equal(log_calls, 1);
+	mercury_tagger_free(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_value_shift_mask),
+		cmocka_unit_test(test_bad_opts),
+		cmocka_unit_test(test_priority_lands),
+		cmocka_unit_test(test_cache),
+		unit_test_skip_if(geteuid() != 0, test_mark_lands,
+				  "SO_MARK needs root"),
+		cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_env),
+		cmocka_unit_test(test_log_callback),
+	};
+
+	return cmocka_run_group_tests_name("tag", tests, NULL, NULL);
+}
