@@ -223,14 +223,26 @@ static int load_h200(const char *path, struct msim_profile *prof,
 		struct msim_tensor *t = &prof->tensors[i];
 		const char *name = g ? get_str(g, "param") : NULL;
 		const char *mod = g ? get_str(g, "module") : NULL;
+		char owner[512];
 		json_object *nv;
 		int64_t numel;
 
-		if (!name || !mod || get_num(g, "ready_ms", &t->ready_ms) ||
+		/* vit_b_16's attention in_proj has "module": null: the owner
+		 * is then the parameter name without its last component. */
+		if (name && !mod) {
+			char *dot;
+
+			snprintf(owner, sizeof(owner), "%s", name);
+			dot = strrchr(owner, '.');
+			if (dot)
+				*dot = '\0';
+			mod = owner;
+		}
+		if (!name || get_num(g, "ready_ms", &t->ready_ms) ||
 		    !json_object_object_get_ex(g, "numel", &nv) ||
 		    !json_object_is_type(nv, json_type_int)) {
 			perr(err, errlen, ret,
-			     "%s: grad_ready[%d] needs param, module, integer numel, ready_ms",
+			     "%s: grad_ready[%d] needs param, integer numel, ready_ms",
 			     path, i);
 			goto out;
 		}

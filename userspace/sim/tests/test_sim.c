@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Unit tests of the simulator core.  The tiny2 fixture has two layers, a
+ * then b, of 1000 bytes each; forward 1 ms per layer, backward 1 ms with
+ * b's gradient ready at 0.45 ms and a's at 1.0 ms.  At 8 Mbit/s a link
+ * moves 1000 bytes per ms, so every expected time below is worked out by
+ * hand in the comment above its assertion (times in ms from backward
+ * start; the iteration is the next backward end minus this one).
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "msim.h"
+
+#define EPS 1e-9
+#define H200 "../../../../shared/profiles/h200/"
+
+static struct msim_profile tiny;
+
+static void hand_params(struct msim_params *p)
+{
+	msim_params_default(p);
+	p->workers = 1;
+	p->servers = 1;
+	p->bandwidth_bps = 8e6;		/* 1000 bytes per ms */
+	p->latency_s = 0;
+	p->hdr = 0;
+	p->mtu = 152;			/* 100-byte payload per packet */
+	p->msg_overhead_s = 0;
+}
+
+static double run(const struct msim_params *p, enum msim_scheme s)
+{
+	struct msim_result r;
+
+	assert_int_equal(msim_run(&tiny, p, s, &r), 0);
+	return r.iteration_ms;
+}
+
+static int setup_tiny(void **state)
+{
+	char err[256];
+
+	(void)state;
+	return msim_profile_load("fixtures/tiny2.json", &tiny, err,
+				 sizeof(err));
+}
+
+static int teardown_tiny(void **state)
+{
+	(void)state;
+	msim_profile_free(&tiny);
+	return 0;
+}
+
+static void test_tiny_fifo(void **state)
+{
+	struct msim_params p;
+	struct msim_result r;
+
+	(void)state;
+	hand_params(&p);
+	/* push b 0.45-1.45, a 1.45-2.45; pull b 1.45-2.45, a 2.45-3.45;
+	 * forward from 1: a waits to 3.45, runs to 4.45, b to 5.45;
+	 * backward ends 6.45: iteration 5.45, stall 2.45 */
+	assert_int_equal(msim_run(&tiny, &p, MSIM_FIFO, &r), 0);
+	assert_float_equal(r.iteration_ms, 5.45, EPS);
+	assert_float_equal(r.stall_ms, 2.45, EPS);
+	assert_float_equal(r.first_ms, 3.0, EPS);
+	assert_float_equal(r.push_done_ms, 2.45, EPS);
+}
+
+static void test_tiny_prio(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	/* b is on the wire when a arrives and is not preempted: as fifo */
+	assert_float_equal(run(&p, MSIM_PRIO), 5.45, EPS);
+}
+
+static void test_tiny_ideal(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	/* a preempts b at 1.0 (550 B sent): a 1.0-2.0, b 2.0-2.45;
+	 * pull a 2.0-3.0, b 3.0-4.0; forward a 3-4, b 4-5 -> 5.0 */
+	assert_float_equal(run(&p, MSIM_IDEAL), 5.0, EPS);
+}
+
+static void test_tiny_mercury(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	/* 550 B sent at 1.0: b's 6th packet ends at 1.05, then a
+	 * 1.05-2.05, b 2.05-2.45; pull a 2.05-3.05, b 3.05-4.05;
+	 * forward a 3.05-4.05, b 4.05-5.05 -> 5.05 */
+	assert_float_equal(run(&p, MSIM_MERCURY), 5.05, EPS);
+}
+
+static void test_tiny_headers(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	p.hdr = 10;	/* 10 packets of 110 wire bytes: 1100 per tensor */
+	/* fifo: push b 0.45-1.55, a 1.55-2.65; pull b 1.55-2.65,
+	 * a 2.65-3.75; forward 3.75-4.75-5.75 */
+	assert_float_equal(run(&p, MSIM_FIFO), 5.75, EPS);
+	/* mercury: 550 wire bytes at 1.0 is a packet boundary, so a goes
+	 * at once: a 1.0-2.1, b 2.1-2.65; pull a 2.1-3.2, b 3.2-4.3;
+	 * forward a 3.2-4.2, b waits to 4.3, ends 5.3 */
+	assert_float_equal(run(&p, MSIM_MERCURY), 5.3, EPS);
+	/* ideal ignores headers */
+	assert_float_equal(run(&p, MSIM_IDEAL), 5.0, EPS);
+}
+
+static void test_tiny_bytesched_credit(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	p.partition = 500;
+	p.credit = 500;
+	/* one partition in flight: b0 push 0.45-0.95 pull -1.45; a0
+	 * 1.45-1.95-2.45; a1 2.45-2.95-3.45; b1 3.45-3.95-4.45;
+	 * forward a 3.45-4.45, b 4.45-5.45 */
+	assert_float_equal(run(&p, MSIM_BYTESCHED), 5.45, EPS);
+	p.credit = 1000;
+	/* two in flight: b0,b1 pushed 0.45-1.45, b pulled by 1.95; a0
+	 * dispatched 1.45 push -1.95 pull -2.45, a1 dispatched 1.95
+	 * push -2.45 pull -2.95; forward a 2.95-3.95, b -4.95.  Push and
+	 * pull pipeline per partition, beating per-tensor ideal. */
+	assert_float_equal(run(&p, MSIM_BYTESCHED), 4.95, EPS);
+}
+
+static void test_tiny_bytesched_overhead(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	p.partition = 1000;
+	p.credit = 1000000;
+	p.msg_overhead_s = 100e-6;	/* 0.1 ms = 100 bytes of link time */
+	/* as fifo with 1100-byte messages: 5.75 */
+	assert_float_equal(run(&p, MSIM_BYTESCHED), 5.75, EPS);
+	/* the other schemes send whole tensors and pay nothing */
+	assert_float_equal(run(&p, MSIM_FIFO), 5.45, EPS);
+}
+
+static void test_tiny_latency(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	p.latency_s = 100e-6;
+	/* push b 0.45-1.45 at server 1.55, pull 1.55-2.55 home 2.65;
+	 * push a 1.45-2.45 at server 2.55, pull 2.55-3.55 home 3.65;
+	 * forward a 3.65-4.65, b -5.65 */
+	assert_float_equal(run(&p, MSIM_FIFO), 5.65, EPS);
+}
+
+static void test_tiny_servers(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	p.workers = 2;
+	p.servers = 1;	/* server links carry twice: half rate per worker */
+	/* push b 0.45-2.45, a 2.45-4.45; pull b 2.45-4.45, a 4.45-6.45;
+	 * forward a 6.45-7.45, b -8.45 */
+	assert_float_equal(run(&p, MSIM_FIFO), 8.45, EPS);
+	p.workers = 1;
+	p.servers = 2;	/* more servers than workers does not speed up */
+	assert_float_equal(run(&p, MSIM_FIFO), 5.45, EPS);
+}
+
+static void test_tiny_time_scale(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	p.time_scale = 2;
+	/* b ready 0.9, a 2.0: push b 0.9-1.9, a 2.0-3.0; pull b 1.9-2.9,
+	 * a 3.0-4.0; backward ends 2; forward a 4-6, b 6-8; -> 8 */
+	assert_float_equal(run(&p, MSIM_FIFO), 8.0, EPS);
+}
+
+static void test_tiny_huge_bandwidth(void **state)
+{
+	struct msim_params p;
+	int s;
+
+	(void)state;
+	hand_params(&p);
+	p.bandwidth_bps = 1e15;
+	/* communication vanishes: every scheme runs at compute speed */
+	for (s = 0; s < MSIM_NSCHEMES; s++)
+		assert_float_equal(run(&p, s), 3.0, 1e-6);
+}
+
+static void test_bad_params(void **state)
+{
+	struct msim_params p;
+	struct msim_result r;
+	char err[128];
+
+	(void)state;
+	hand_params(&p);
+	p.workers = 0;
+	assert_int_equal(msim_params_check(&p, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "workers"));
+	assert_int_equal(msim_run(&tiny, &p, MSIM_FIFO, &r), -EINVAL);
+	hand_params(&p);
+	p.bandwidth_bps = NAN;
+	assert_int_equal(msim_params_check(&p, err, sizeof(err)), -EINVAL);
+	hand_params(&p);
+	p.iterations = 1;
+	assert_int_equal(msim_params_check(&p, err, sizeof(err)), -EINVAL);
+	hand_params(&p);
+	p.time_scale = 0;
+	assert_int_equal(msim_params_check(&p, err, sizeof(err)), -EINVAL);
+	hand_params(&p);
+	assert_int_equal(msim_run(&tiny, &p, MSIM_NSCHEMES, &r), -EINVAL);
+	assert_int_equal(msim_run(&tiny, &p, -1, &r), -EINVAL);
+}
+
+static void test_load_h200_timeline(void **state)
+{
+	struct msim_profile pr;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(msim_profile_load("fixtures/tiny3.json", &pr, err,
+					   sizeof(err)), 0);
+	assert_string_equal(pr.model, "tiny3");
+	assert_int_equal(pr.ncalls, 3);
+	/* each call runs until the next starts; the last until fwd_ms */
+	assert_float_equal(pr.prelude_ms, 0.5, EPS);
+	assert_float_equal(pr.call_ms[0], 0.5, EPS);
+	assert_float_equal(pr.call_ms[1], 0.5, EPS);
+	assert_float_equal(pr.call_ms[2], 1.5, EPS);
+	assert_float_equal(pr.fwd_ms, 3.0, EPS);
+	/* embed's gradient at 2.5 ms stretches the 2.0 ms backward */
+	assert_float_equal(pr.bwd_ms, 2.5, EPS);
+	assert_int_equal(pr.ntensors, 3);
+	assert_int_equal(pr.tensors[0].gate, 2);	/* blk.lin */
+	/* module null, blk.attn never called: first call under blk. */
+	assert_int_equal(pr.tensors[1].gate, 1);
+	assert_int_equal(pr.tensors[2].gate, 0);	/* embed */
+	assert_int_equal(pr.tensors[1].bytes, 20);
+	assert_int_equal(pr.total_bytes, 88);
+	msim_profile_free(&pr);
+}
+
+static void test_load_pipedream(void **state)
+{
+	struct msim_profile pr;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(msim_profile_load("fixtures/tiny.graph.txt", &pr, err,
+					   sizeof(err)), 0);
+	assert_string_equal(pr.model, "tiny");
+	/* topological order node1, node2, node3 despite file order */
+	assert_int_equal(pr.ncalls, 3);
+	assert_float_equal(pr.call_ms[0], 1.0, EPS);
+	assert_float_equal(pr.call_ms[1], 2.0, EPS);
+	assert_float_equal(pr.call_ms[2], 0.5, EPS);
+	assert_float_equal(pr.fwd_ms, 3.5, EPS);
+	assert_float_equal(pr.bwd_ms, 4.75, EPS);
+	/* backward: node3 (no params), node2 ends 3.25, node1 ends 4.75 */
+	assert_int_equal(pr.ntensors, 2);
+	assert_string_equal(pr.tensors[0].name, "node2");
+	assert_float_equal(pr.tensors[0].ready_ms, 3.25, EPS);
+	assert_int_equal(pr.tensors[0].gate, 1);
+	assert_int_equal(pr.tensors[0].bytes, 400);
+	assert_string_equal(pr.tensors[1].name, "node1");
+	assert_float_equal(pr.tensors[1].ready_ms, 4.75, EPS);
+	assert_int_equal(pr.tensors[1].gate, 0);
+	msim_profile_free(&pr);
+}
+
+static void test_load_malformed(void **state)
+{
+	static const char *const bad[] = {
+		"fixtures/bad_notjson.json", "fixtures/bad_nocalls.json",
+		"fixtures/bad_numel.json", "fixtures/bad_type.json",
+		"fixtures/bad_empty.json", "fixtures/bad_negative.json",
+		"fixtures/bad_order.json", "fixtures/bad_noiter.json",
+		"fixtures/bad_toplevel.json", "fixtures/bad_cycle.graph.txt",
+		"fixtures/bad_line.graph.txt", "fixtures/bad_edge.graph.txt",
+		"fixtures/bad_noparams.graph.txt", "fixtures/empty.graph.txt",
+		"fixtures/missing.json", "fixtures/missing.graph.txt",
+		"fixtures", "",
+	};
+	struct msim_profile pr;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_true(msim_profile_load(bad[i], &pr, err,
+					      sizeof(err)) < 0);
+		/* a reason was given, and the struct is left empty */
+		assert_true(strlen(err) > 0);
+		assert_int_equal(pr.ntensors, 0);
+		assert_null(pr.tensors);
+	}
+}
+
+static void test_parsers(void **state)
+{
+	double d;
+	uint64_t b;
+
+	(void)state;
+	assert_int_equal(msim_parse_rate("10gbit", &d), 0);
+	assert_float_equal(d, 10e9, 1);
+	assert_int_equal(msim_parse_rate("1Gbit", &d), 0);
+	assert_float_equal(d, 1e9, 1);
+	assert_int_equal(msim_parse_rate("100mbit", &d), 0);
+	assert_float_equal(d, 100e6, 1);
+	assert_int_equal(msim_parse_rate("2.5e9", &d), 0);
+	assert_float_equal(d, 2.5e9, 1);
+	assert_int_equal(msim_parse_rate("0", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("-1gbit", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("10gbits", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("fast", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("inf", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("nan", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("0x10", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("", &d), -EINVAL);
+	assert_int_equal(msim_parse_rate("1e999", &d), -EINVAL);
+	assert_int_equal(msim_parse_seconds("10us", &d), 0);
+	assert_float_equal(d, 10e-6, 1e-15);
+	assert_int_equal(msim_parse_seconds("0.5ms", &d), 0);
+	assert_float_equal(d, 0.5e-3, 1e-15);
+	assert_int_equal(msim_parse_seconds("0.00001", &d), 0);
+	assert_float_equal(d, 1e-5, 1e-15);
+	assert_int_equal(msim_parse_seconds("0", &d), 0);
+	assert_int_equal(msim_parse_seconds("-1us", &d), -EINVAL);
+	assert_int_equal(msim_parse_seconds("5 ms", &d), -EINVAL);
+	assert_int_equal(msim_parse_bytes("4mb", &b), 0);
+	assert_int_equal(b, 4000000);
+	assert_int_equal(msim_parse_bytes("4mib", &b), 0);
+	assert_int_equal(b, 4194304);
+	assert_int_equal(msim_parse_bytes("1500", &b), 0);
+	assert_int_equal(b, 1500);
+	assert_int_equal(msim_parse_bytes("0", &b), -EINVAL);
+	assert_int_equal(msim_parse_bytes("1.5", &b), -EINVAL);
+	assert_int_equal(msim_parse_bytes("4q", &b), -EINVAL);
+}
+
+/* ---- invariants on the real profiles -------------------------------- */
+
+static const char *const models[] = {
+	"resnet50", "vgg16", "inception_v3", "bert_large", "gpt2",
+};
+
+static int load_real(const char *model, struct msim_profile *pr)
+{
+	char path[256], err[256];
+
+	snprintf(path, sizeof(path), H200 "%s.json", model);
+	if (access(path, R_OK))
+		return -1;
+	assert_int_equal(msim_profile_load(path, pr, err, sizeof(err)), 0);
+	return 0;
+}
+
+static void test_real_profiles_match_readme(void **state)
+{
+	struct msim_profile pr;
+
+	(void)state;
+	if (load_real("vgg16", &pr))
+		skip();
+	/* ../shared/profiles/README.md: 553.4 MB in 32 tensors */
+	assert_int_equal(pr.ntensors, 32);
+	assert_int_equal(pr.total_bytes, 553430176);
+	/* the timeline attribution keeps the measured forward length,
+	 * give or take calls whose own fwd_ms exceeds the gap to the next
+	 * call's start (11.4089 ms against 11.3898 measured) */
+	assert_true(pr.fwd_ms >= 11.3898 && pr.fwd_ms <= 11.3898 * 1.005);
+	msim_profile_free(&pr);
+}
+
+static void test_ordering_invariants(void **state)
+{
+	static const double gbit[] = { 1, 3, 10, 30, 100, 300 };
+	size_t m, b;
+
+	(void)state;
+	for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+		struct msim_profile pr;
+		struct msim_params p;
+
+		if (load_real(models[m], &pr))
+			skip();
+		msim_params_default(&p);
+		for (b = 0; b < sizeof(gbit) / sizeof(gbit[0]); b++) {
+			double t[MSIM_NSCHEMES];
+			struct msim_result r;
+			int s;
+
+			p.bandwidth_bps = gbit[b] * 1e9;
+			for (s = 0; s < MSIM_NSCHEMES; s++) {
+				assert_int_equal(msim_run(&pr, &p, s, &r), 0);
+				t[s] = r.iteration_ms;
+				/* never faster than the compute alone */
+				assert_true(t[s] >= (pr.fwd_ms + pr.bwd_ms) -
+						    1e-6);
+			}
+			/* headers and packet granularity only cost */
+			assert_true(t[MSIM_IDEAL] <= t[MSIM_MERCURY] + 1e-9);
+			/* priority never loses to readiness order here */
+			assert_true(t[MSIM_PRIO] <= t[MSIM_FIFO] + 1e-9);
+		}
+		msim_profile_free(&pr);
+	}
+}
+
+static void test_bandwidth_monotonic(void **state)
+{
+	size_t m;
+
+	(void)state;
+	for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+		double prev[MSIM_NSCHEMES];
+		struct msim_profile pr;
+		struct msim_params p;
+		double g;
+		int s;
+
+		if (load_real(models[m], &pr))
+			skip();
+		msim_params_default(&p);
+		for (s = 0; s < MSIM_NSCHEMES; s++)
+			prev[s] = INFINITY;
+		for (g = 0.5; g <= 1000; g *= 1.5) {
+			p.bandwidth_bps = g * 1e9;
+			for (s = 0; s < MSIM_NSCHEMES; s++) {
+				struct msim_result r;
+
+				assert_int_equal(msim_run(&pr, &p, s, &r), 0);
+				assert_true(r.iteration_ms <= prev[s] + 1e-9);
+				prev[s] = r.iteration_ms;
+			}
+		}
+		msim_profile_free(&pr);
+	}
+}
+
+static void test_mercury_tends_to_ideal(void **state)
+{
+	struct msim_profile pr;
+	struct msim_params p;
+	struct msim_result m, i;
+
+	(void)state;
+	if (load_real("resnet50", &pr))
+		skip();
+	msim_params_default(&p);
+	p.bandwidth_bps = 20e9;
+	p.hdr = 0;
+	p.mtu = 68;	/* 16-byte packets: preemption almost immediate */
+	assert_int_equal(msim_run(&pr, &p, MSIM_MERCURY, &m), 0);
+	assert_int_equal(msim_run(&pr, &p, MSIM_IDEAL, &i), 0);
+	assert_true(m.iteration_ms >= i.iteration_ms - 1e-9);
+	assert_true(m.iteration_ms <= i.iteration_ms * 1.001);
+	msim_profile_free(&pr);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tiny_fifo),
+		cmocka_unit_test(test_tiny_prio),
+		cmocka_unit_test(test_tiny_ideal),
+		cmocka_unit_test(test_tiny_mercury),
+		cmocka_unit_test(test_tiny_headers),
+		cmocka_unit_test(test_tiny_bytesched_credit),
+		cmocka_unit_test(test_tiny_bytesched_overhead),
+		cmocka_unit_test(test_tiny_latency),
+		cmocka_unit_test(test_tiny_servers),
+		cmocka_unit_test(test_tiny_time_scale),
+		cmocka_unit_test(test_tiny_huge_bandwidth),
+		cmocka_unit_test(test_bad_params),
+		cmocka_unit_test(test_load_h200_timeline),
+		cmocka_unit_test(test_load_pipedream),
+		cmocka_unit_test(test_load_malformed),
+		cmocka_unit_test(test_parsers),
+		cmocka_unit_test(test_real_profiles_match_readme),
+		cmocka_unit_test(test_ordering_invariants),
+		cmocka_unit_test(test_bandwidth_monotonic),
+		cmocka_unit_test(test_mercury_tends_to_ideal),
+	};
+
+	return cmocka_run_group_tests_name("mercury-sim core", tests,
+					   setup_tiny, teardown_tiny);
+}
