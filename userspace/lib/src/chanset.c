@@ -277,6 +277,8 @@ static int chan_push(struct chan *c, unsigned int tag, uint64_t bytes)
 	struct seg *s;
 	size_t i, ncap;
 
+	if (!bytes)
+		return 0;
 	c->written += bytes;
 	if (c->cnt) {
 		s = &c->segs[(c->head + c->cnt - 1) & (c->cap - 1)];
