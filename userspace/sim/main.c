@@ -241,7 +241,7 @@ static void plot(const char *file, const struct msim_profile *prof,
 	if (!g)
 		die(EXIT_DATA, "--plot: cannot run gnuplot: %s",
 		    strerror(errno));
-	fprintf(g, "set terminal pngcairo size 900,900 font ',10'\n");
+	fprintf(g, "set terminal pngcairo size 900,900 font ',10' noenhanced\n");
 	fprintf(g, "set output '%s'\n", file);
 	fprintf(g, "$D << EOD\n");
 	for (i = 0; i < n; i++) {
