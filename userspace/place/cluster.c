@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Cluster description:
+ *   {"devices": [{"name": "gpu0", "memory_bytes": 8e10, "speed": 1.0}, ...],
+ *    "network": {"bandwidth_Bps": 1.25e10, "latency_s": 1e-5},
+ *    "links": [{"src": "gpu0", "dst": "gpu1", "bandwidth_Bps": 4.5e11,
+ *               "latency_s": 2e-6}]}
+ * "speed" defaults to 1.0; "links" is optional and overrides the network
+ * for that pair in both directions (NVLink inside a node, for example).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json.h>
+
+#include "place.h"
+
+void mp_cluster_free(struct mp_cluster *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->d; i++)
+		free(c->dev[i].name);
+	free(c->dev);
+	free(c->bw);
+	free(c->lat);
+	memset(c, 0, sizeof(*c));
+}
+
+static int num(struct json_object *o, const char *key, double *out)
+{
+	struct json_object *v;
+
+	if (!o || !json_object_object_get_ex(o, key, &v))
+		return -ENOENT;
+	if (!json_object_is_type(v, json_type_double) &&
+	    !json_object_is_type(v, json_type_int))
+		return -EINVAL;
+	*out = json_object_get_double(v);
+	return isfinite(*out) ? 0 : -EINVAL;
+}
+
+static void set_uniform(struct mp_cluster *c)
+{
+	c->uniform = 1;
+	for (int i = 0; i < c->d; i++) {
+		if (c->dev[i].speed != c->dev[0].speed ||
+		    c->dev[i].memory_bytes != c->dev[0].memory_bytes)
+			c->uniform = 0;
+		for (int j = 0; j < c->d; j++)
+			if (i != j && (c->bw[i * c->d + j] != c->bw[c->d > 1] ||
+				       c->lat[i * c->d + j] != c->lat[c->d > 1]))
+				c->uniform = 0;
+	}
+}
+
+int mp_cluster_make(struct mp_cluster *c, int d, double mem, double speed,
+		    double bw, double lat)
+{
+	char buf[32];
+
+	memset(c, 0, sizeof(*c));
+	if (d <= 0 || !(mem > 0) || !(speed > 0) || !(bw > 0) || !(lat >= 0))
+		return -EINVAL;
+	c->d = d;
+	c->dev = mp_calloc(d, sizeof(*c->dev));
+	c->bw = mp_calloc((size_t)d * d, sizeof(double));
+	c->lat = mp_calloc((size_t)d * d, sizeof(double));
+	for (int i = 0; i < d; i++) {
+		snprintf(buf, sizeof(buf), "gpu%d", i);
+		c->dev[i].name = mp_strdup(buf);
+		c->dev[i].memory_bytes = mem;
+		c->dev[i].speed = speed;
+	}
+	for (int i = 0; i < d * d; i++) {
+		c->bw[i] = bw;
+		c->lat[i] = lat;
+	}
+	set_uniform(c);
+	return 0;
+}
+
+static int dev_idx(const struct mp_cluster *c, const char *name)
+{
+	for (int i = 0; name && i < c->d; i++)
+		if (!strcmp(c->dev[i].name, name))
+			return i;
+	return -1;
+}
+
+static int parse_obj(struct json_object *root, struct mp_cluster *c,
+		     struct mp_err *err)
+{
+	struct json_object *devs, *net, *links;
+	double bw, lat;
+	int d;
+
+	if (!json_object_is_type(root, json_type_object))
+		return mp_set_err(err, -EINVAL, "cluster: top level is not an object");
+	if (!json_object_object_get_ex(root, "devices", &devs) ||
+	    !json_object_is_type(devs, json_type_array) ||
+	    !(d = json_object_array_length(devs)))
+		return mp_set_err(err, -EINVAL,
+				  "cluster: \"devices\" must be a non-empty array");
+	if (d > MP_MAX_DEV)
+		return mp_set_err(err, -EINVAL,
+				  "cluster: %d devices, at most %d supported",
+				  d, MP_MAX_DEV);
+	if (!json_object_object_get_ex(root, "network", &net) ||
+	    num(net, "bandwidth_Bps", &bw) || !(bw > 0))
+		return mp_set_err(err, -EINVAL,
+				  "cluster: network.bandwidth_Bps must be a number > 0");
+	if (num(net, "latency_s", &lat))
+		lat = 0;
+	if (lat < 0)
+		return mp_set_err(err, -EINVAL,
+				  "cluster: network.latency_s is negative");
+	mp_cluster_make(c, d, 1, 1, bw, lat);
+	for (int i = 0; i < d; i++) {
+		struct json_object *o = json_object_array_get_idx(devs, i);
+		struct json_object *nv;
+		double mem, sp = 1.0;
+		const char *name;
+
+		if (!json_object_is_type(o, json_type_object) ||
+		    !json_object_object_get_ex(o, "name", &nv) ||
+		    !json_object_is_type(nv, json_type_string))
+			return mp_set_err(err, -EINVAL,
+					  "cluster: devices[%d] needs a \"name\" string",
+					  i);
+		name = json_object_get_string(nv);
+		if (dev_idx(c, name) >= 0 && dev_idx(c, name) < i)
+			return mp_set_err(err, -EINVAL,
+					  "cluster: device %s listed twice", name);
+		if (num(o, "memory_bytes", &mem) || !(mem > 0))
+			return mp_set_err(err, -EINVAL,
+					  "cluster: device %s: memory_bytes must be a number > 0",
+					  name);
+		if (num(o, "speed", &sp) == -EINVAL || !(sp > 0))
+			return mp_set_err(err, -EINVAL,
+					  "cluster: device %s: speed must be a number > 0",
+					  name);
+		free(c->dev[i].name);
+		c->dev[i].name = mp_strdup(name);
+		c->dev[i].memory_bytes = mem;
+		c->dev[i].speed = sp;
+	}
+	if (json_object_object_get_ex(root, "links", &links) && links) {
+		if (!json_object_is_type(links, json_type_array))
+			return mp_set_err(err, -EINVAL,
+					  "cluster: \"links\" must be an array");
+		for (size_t i = 0; i < json_object_array_length(links); i++) {
+			struct json_object *o = json_object_array_get_idx(links, i);
+			struct json_object *sv = NULL, *dv = NULL;
+			double lbw, llat = lat;
+			int a, b;
+
+			json_object_object_get_ex(o, "src", &sv);
+			json_object_object_get_ex(o, "dst", &dv);
+			a = dev_idx(c, sv ? json_object_get_string(sv) : NULL);
+			b = dev_idx(c, dv ? json_object_get_string(dv) : NULL);
+			if (a < 0 || b < 0 || a == b)
+				return mp_set_err(err, -EINVAL,
+						  "cluster: links[%zu]: src and dst must name two different devices",
+						  i);
+			if (num(o, "bandwidth_Bps", &lbw) || !(lbw > 0) ||
+			    num(o, "latency_s", &llat) == -EINVAL || llat < 0)
+				return mp_set_err(err, -EINVAL,
+						  "cluster: links[%zu]: bandwidth_Bps > 0 and latency_s >= 0 required",
+						  i);
+			c->bw[a * d + b] = c->bw[b * d + a] = lbw;
+			c->lat[a * d + b] = c->lat[b * d + a] = llat;
+		}
+	}
+	set_uniform(c);
+	return 0;
+}
+
+int mp_cluster_parse(const char *text, struct mp_cluster *c,
+		     struct mp_err *err)
+{
+	struct json_object *root = json_tokener_parse(text);
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	if (!root)
+		return mp_set_err(err, -EINVAL, "cluster: not valid JSON");
+	ret = parse_obj(root, c, err);
+	json_object_put(root);
+	if (ret)
+		mp_cluster_free(c);
+	return ret;
+}
+
+int mp_cluster_load(const char *path, struct mp_cluster *c,
+		    struct mp_err *err)
+{
+	struct json_object *root = json_object_from_file(path);
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	if (!root)
+		return mp_set_err(err, -EINVAL, "%s: cannot read cluster JSON: %s",
+				  path, json_util_get_last_err() ?
+				  json_util_get_last_err() : "?");
+	ret = parse_obj(root, c, err);
+	json_object_put(root);
+	if (ret)
+		mp_cluster_free(c);
+	return ret;
+}
+
+double mp_xfer_ms(const struct mp_cluster *c, int a, int b, double bytes)
+{
+	if (a == b)
+		return 0;
+	return 1e3 * (c->lat[a * c->d + b] + bytes / c->bw[a * c->d + b]);
+}
+
+double mp_max_speed(const struct mp_cluster *c)
+{
+	double s = 0;
+
+	for (int i = 0; i < c->d; i++)
+		if (c->dev[i].speed > s)
+			s = c->dev[i].speed;
+	return s;
+}

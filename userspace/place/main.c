@@ -1,0 +1,640 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * mercury-place: command line.
+ *
+ *   mercury-place [place] --profile P --cluster C [--algo NAME] [-j] [-o F]
+ *   mercury-place compare --profile P --cluster C [-j] [--png F]
+ *   mercury-place bench --profiles DIR [--out DIR] [--synthetic N]
+ *
+ * Commands are matched by unique prefix, as bpftool does.  Usage errors
+ * exit 2, bad data exits 1; with -j errors are {"error": "..."} on stdout.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <json.h>
+
+#include "place.h"
+
+#define PROG "mercury-place"
+
+static int json_out;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [-j] [-o FILE]\n"
+		"       " PROG " compare --profile FILE --cluster FILE [-j] [--png FILE]\n"
+		"       " PROG " bench --profiles DIR [--out DIR] [--synthetic N]\n"
+		"       " PROG " help\n"
+		"NAME: mercury (default), m-topo, m-etf, m-sct, dp, single, even\n"
+		"FILE for --profile: an h200 *.json or a pipedream *.graph.txt\n");
+}
+
+static int fail(int code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(int code, const char *fmt, ...)
+{
+	char buf[MP_ERRLEN + 128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (json_out) {
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "error", json_object_new_string(buf));
+		printf("%s\n", json_object_to_json_string_ext(o,
+					JSON_C_TO_STRING_PLAIN));
+		json_object_put(o);
+	} else {
+		fprintf(stderr, PROG ": %s\n", buf);
+	}
+	return code;
+}
+
+struct opts {
+	const char *profile, *cluster, *algo, *out, *png, *profiles, *outdir;
+	int synthetic;
+};
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "profile", required_argument, NULL, 'p' },
+		{ "cluster", required_argument, NULL, 'c' },
+		{ "algo", required_argument, NULL, 'a' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "png", required_argument, NULL, 'g' },
+		{ "profiles", required_argument, NULL, 'P' },
+		{ "out", required_argument, NULL, 'O' },
+		{ "synthetic", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	int ch;
+
+	memset(o, 0, sizeof(*o));
+	o->algo = "mercury";
+	o->outdir = "out";
+	o->synthetic = 100000;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "p:c:a:o:jh", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'p': o->profile = optarg; break;
+		case 'c': o->cluster = optarg; break;
+		case 'a': o->algo = optarg; break;
+		case 'o': o->out = optarg; break;
+		case 'j': json_out = 1; break;
+		case 'g': o->png = optarg; break;
+		case 'P': o->profiles = optarg; break;
+		case 'O': o->outdir = optarg; break;
+		case 's': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 1 || v > 10000000)
+				return fail(2, "--synthetic: expected a node count, got '%s'",
+					    optarg);
+			o->synthetic = (int)v;
+			break;
+		}
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc)
+		return fail(2, "unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+static int load_inputs(const struct opts *o, struct mp_graph *g,
+		       struct mp_cluster *c)
+{
+	struct mp_err err;
+
+	if (!o->profile || !o->cluster) {
+		if (!json_out)
+			usage(stderr);
+		return fail(2, "--profile and --cluster are required");
+	}
+	if (mp_graph_load(o->profile, g, &err))
+		return fail(1, "%s", err.msg);
+	if (mp_cluster_load(o->cluster, c, &err)) {
+		mp_graph_free(g);
+		return fail(1, "%s: %s", o->cluster, err.msg);
+	}
+	return 0;
+}
+
+/* Solve with one algorithm and build its plan (timed). */
+static int solve(const struct mp_graph *g, const struct mp_cluster *c,
+		 int algo, int *place, struct mp_plan *p, struct mp_err *err)
+{
+	double t0 = mp_now_ms();
+	int ret = mp_place(g, c, algo, place, err);
+
+	if (ret)
+		return ret;
+	return mp_plan_build(g, c, algo, place, mp_now_ms() - t0, p, err);
+}
+
+static int cmd_place(int argc, char **argv)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_plan p;
+	struct mp_err err;
+	struct opts o;
+	int algo, ret, *place;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	algo = mp_algo_parse(o.algo);
+	if (algo < 0)
+		return fail(2, "--algo: unknown algorithm '%s'", o.algo);
+	ret = load_inputs(&o, &g, &c);
+	if (ret)
+		return ret;
+	place = mp_calloc(g.n, sizeof(int));
+	ret = solve(&g, &c, algo, place, &p, &err);
+	if (ret) {
+		ret = fail(1, "%s", err.msg);
+	} else {
+		struct json_object *j = mp_plan_json(&p);
+		const char *s = json_object_to_json_string_ext(j,
+					JSON_C_TO_STRING_PRETTY |
+					JSON_C_TO_STRING_SPACED |
+					JSON_C_TO_STRING_NOSLASHESCAPE);
+
+		if (o.out) {
+			FILE *f = fopen(o.out, "w");
+
+			if (!f || fprintf(f, "%s\n", s) < 0 || fclose(f)) {
+				ret = fail(1, "%s: %s", o.out, strerror(errno));
+			} else if (json_out) {
+				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f}\n",
+				       o.out, p.step_ms, p.lb.lb_ms);
+			} else {
+				printf("%s: %s on %d devices with %s: step %.3f ms (lower bound %.3f, x%.3f), solved in %.2f ms, %d tagged tensors -> %s\n",
+				       PROG, g.model, c.d, mp_algo_name(algo),
+				       p.step_ms, p.lb.lb_ms,
+				       p.step_ms / p.lb.lb_ms, p.solve_ms,
+				       p.nprio, o.out);
+			}
+		} else {
+			printf("%s\n", s);
+		}
+		json_object_put(j);
+		mp_plan_free(&p);
+	}
+	free(place);
+	mp_graph_free(&g);
+	mp_cluster_free(&c);
+	return ret;
+}
+
+/* ---- compare ------------------------------------------------------------ */
+
+struct row {
+	int ok;
+	double solve_ms, step_ms, sim_ms, lb_ms, maxmem;
+	int used;
+	char msg[MP_ERRLEN];
+};
+
+static void run_all(const struct mp_graph *g, const struct mp_cluster *c,
+		    struct row *rows)
+{
+	int *place = mp_calloc(g->n, sizeof(int));
+
+	for (int a = 0; a < MP_ALGO_COUNT; a++) {
+		struct mp_err err;
+		struct mp_plan p;
+		struct row *r = &rows[a];
+
+		memset(r, 0, sizeof(*r));
+		if (solve(g, c, a, place, &p, &err)) {
+			snprintf(r->msg, sizeof(r->msg), "%s", err.msg);
+			continue;
+		}
+		r->ok = 1;
+		r->solve_ms = p.solve_ms;
+		r->step_ms = p.step_ms;
+		r->sim_ms = p.sim_ms;
+		r->lb_ms = p.lb.lb_ms;
+		for (int d = 0; d < c->d; d++) {
+			if (p.mem[d] > 0)
+				r->used++;
+			if (p.mem[d] > r->maxmem)
+				r->maxmem = p.mem[d];
+		}
+		mp_plan_free(&p);
+	}
+	free(place);
+}
+
+static void gnuplot(const char *script)
+{
+	FILE *f = popen("gnuplot 2>&1", "w");
+
+	if (!f) {
+		fprintf(stderr, PROG ": gnuplot not available, no PNG\n");
+		return;
+	}
+	fputs(script, f);
+	if (pclose(f))
+		fprintf(stderr, PROG ": gnuplot failed, no PNG\n");
+}
+
+static int cmd_compare(int argc, char **argv)
+{
+	struct row rows[MP_ALGO_COUNT];
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_bound lb;
+	struct opts o;
+	int ret;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	ret = load_inputs(&o, &g, &c);
+	if (ret)
+		return ret;
+	mp_lower_bound(&g, &c, &lb);
+	run_all(&g, &c, rows);
+	if (json_out) {
+		struct json_object *j = json_object_new_object();
+		struct json_object *arr = json_object_new_array();
+
+		json_object_object_add(j, "model", json_object_new_string(g.model));
+		json_object_object_add(j, "devices", json_object_new_int(c.d));
+		json_object_object_add(j, "lower_bound_ms",
+				       json_object_new_double(lb.lb_ms));
+		for (int a = 0; a < MP_ALGO_COUNT; a++) {
+			struct json_object *e = json_object_new_object();
+
+			json_object_object_add(e, "algorithm",
+					       json_object_new_string(mp_algo_name(a)));
+			if (!rows[a].ok) {
+				json_object_object_add(e, "error",
+						       json_object_new_string(rows[a].msg));
+			} else {
+				json_object_object_add(e, "solve_ms",
+						       json_object_new_double(rows[a].solve_ms));
+				json_object_object_add(e, "step_time_ms",
+						       json_object_new_double(rows[a].step_ms));
+				json_object_object_add(e, "simulated_step_time_ms",
+						       json_object_new_double(rows[a].sim_ms));
+				json_object_object_add(e, "ratio_to_lower_bound",
+						       json_object_new_double(rows[a].step_ms / lb.lb_ms));
+				json_object_object_add(e, "devices_used",
+						       json_object_new_int(rows[a].used));
+			}
+			json_object_array_add(arr, e);
+		}
+		json_object_object_add(j, "results", arr);
+		printf("%s\n", json_object_to_json_string_ext(j,
+					JSON_C_TO_STRING_PRETTY |
+					JSON_C_TO_STRING_SPACED));
+		json_object_put(j);
+	} else {
+		printf("%s (%s, %d nodes, %d edges) on %d devices; lower bound %.3f ms (critical path %.3f, work %.3f, memory %.3f)\n",
+		       g.model, g.format, g.n, g.ne, c.d, lb.lb_ms, lb.cp_ms,
+		       lb.work_ms, lb.mem_ms);
+		printf("%-8s %10s %12s %12s %8s %5s %10s\n", "algo", "solve_ms",
+		       "step_ms", "sim_ms", "x_lb", "devs", "max_mem_GB");
+		for (int a = 0; a < MP_ALGO_COUNT; a++) {
+			if (!rows[a].ok) {
+				printf("%-8s failed: %s\n", mp_algo_name(a),
+				       rows[a].msg);
+				continue;
+			}
+			printf("%-8s %10.3f %12.3f %12.3f %8.4f %5d %10.2f\n",
+			       mp_algo_name(a), rows[a].solve_ms, rows[a].step_ms,
+			       rows[a].sim_ms, rows[a].step_ms / lb.lb_ms,
+			       rows[a].used, rows[a].maxmem / 1e9);
+		}
+	}
+	if (o.png) {
+		char *dat = mp_calloc(strlen(o.png) + 8, 1), *gp;
+		FILE *f;
+
+		sprintf(dat, "%s.dat", o.png);
+		f = fopen(dat, "w");
+		if (f) {
+			for (int a = 0; a < MP_ALGO_COUNT; a++)
+				fprintf(f, "%s %.6f\n", mp_algo_name(a),
+					rows[a].ok ? rows[a].step_ms / lb.lb_ms : 0);
+			fclose(f);
+			gp = mp_calloc(4096, 1);
+			snprintf(gp, 4096,
+				 "set terminal pngcairo size 800,500\n"
+				 "set output '%s'\n"
+				 "set title '%s on %d devices: step time / lower bound (0 = failed)'\n"
+				 "set style fill solid 0.7\nset boxwidth 0.6\n"
+				 "set yrange [0:*]\nset grid y\nunset key\n"
+				 "plot '%s' using 0:2:xtic(1) with boxes\n",
+				 o.png, g.model, c.d, dat);
+			gnuplot(gp);
+			free(gp);
+		}
+		free(dat);
+	}
+	mp_graph_free(&g);
+	mp_cluster_free(&c);
+	return 0;
+}
+
+/* ---- bench -------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int list_profiles(const char *dir, char ***out)
+{
+	static const char *const sub[] = { "h200", "pipedream" };
+	char **v = NULL;
+	int n = 0;
+
+	for (int s = 0; s < 2; s++) {
+		char path[4096];
+		struct dirent *de;
+		DIR *d;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, sub[s]);
+		d = opendir(path);
+		if (!d)
+			continue;
+		while ((de = readdir(d))) {
+			size_t l = strlen(de->d_name);
+			char full[8192];
+
+			if (!((l > 5 && !strcmp(de->d_name + l - 5, ".json")) ||
+			      (l > 10 && !strcmp(de->d_name + l - 10, ".graph.txt"))))
+				continue;
+			snprintf(full, sizeof(full), "%s/%s", path, de->d_name);
+			v = realloc(v, (n + 1) * sizeof(*v));
+			if (!v)
+				exit(1);
+			v[n++] = mp_strdup(full);
+		}
+		closedir(d);
+	}
+	qsort(v, n, sizeof(*v), cmp_str);
+	*out = v;
+	return n;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double time_solve(const struct mp_graph *g, const struct mp_cluster *c,
+			 int reps)
+{
+	double *t = mp_calloc(reps, sizeof(double)), med;
+	int *place = mp_calloc(g->n, sizeof(int));
+
+	for (int i = 0; i < reps; i++) {
+		double t0 = mp_now_ms();
+
+		if (mp_place(g, c, MP_ALGO_MERCURY, place, NULL))
+			t[i] = -1;
+		else
+			t[i] = mp_now_ms() - t0;
+	}
+	qsort(t, reps, sizeof(double), cmp_dbl);
+	med = t[reps / 2];
+	free(t);
+	free(place);
+	return med;
+}
+
+static int bench_regime(char **files, int nf, int tight, FILE *dat,
+			int *cases, int *wins, int *within5, int *ran)
+{
+	static const int devs[] = { 2, 4, 8 };
+
+	printf("\n== %s memory: %s ==\n", tight ? "tight" : "roomy",
+	       tight ? "each device holds 1.25 x (model / devices), so the model must be split" :
+	       "80 GB per device (the issue's example), 12.5 GB/s, 10 us");
+	printf("%-24s %2s %10s", "model", "D", "lb_ms");
+	for (int a = 0; a < MP_ALGO_COUNT; a++)
+		printf(" %8s", mp_algo_name(a));
+	printf(" %8s %s\n", "solve_ms", "verdict");
+	for (int i = 0; i < nf; i++) {
+		struct mp_graph g;
+		struct mp_err err;
+		const char *base = strrchr(files[i], '/');
+		char label[64];
+
+		if (mp_graph_load(files[i], &g, &err)) {
+			printf("%s: %s\n", files[i], err.msg);
+			continue;
+		}
+		snprintf(label, sizeof(label), "%s/%s",
+			 strstr(files[i], "/h200/") ? "h200" : "pd", g.model);
+		(void)base;
+		for (int k = 0; k < 3; k++) {
+			struct row rows[MP_ALGO_COUNT];
+			struct mp_cluster c;
+			struct mp_bound lb;
+			double mem = 80e9, best_base = 0;
+			int bb = -1;
+
+			if (tight) {
+				mem = 1.25 * mp_graph_mem(&g) / devs[k];
+				for (int v = 0; v < g.n; v++)
+					if (2.5 * mp_node_mem(&g, v) > mem)
+						mem = 2.5 * mp_node_mem(&g, v);
+			}
+			mp_cluster_make(&c, devs[k], mem, 1.0, 12.5e9, 1e-5);
+			mp_lower_bound(&g, &c, &lb);
+			run_all(&g, &c, rows);
+			printf("%-24s %2d %10.3f", label, devs[k], lb.lb_ms);
+			for (int a = 0; a < MP_ALGO_COUNT; a++) {
+				if (rows[a].ok)
+					printf(" %8.4f", rows[a].step_ms / lb.lb_ms);
+				else
+					printf(" %8s", "-");
+				if (a != MP_ALGO_MERCURY && rows[a].ok &&
+				    (bb < 0 || rows[a].step_ms < best_base)) {
+					bb = a;
+					best_base = rows[a].step_ms;
+				}
+			}
+			(*cases)++;
+			if (rows[0].ok) {
+				int win = bb < 0 ||
+					  rows[0].step_ms <= best_base * (1 + 1e-9);
+				int w5 = rows[0].step_ms <= 1.05 * lb.lb_ms;
+
+				(*ran)++;
+				*wins += win;
+				*within5 += w5;
+				printf(" %8.2f %s%s\n", rows[0].solve_ms,
+				       win ? "ok" : "WORSE",
+				       w5 ? "" : " >5%lb");
+			} else {
+				printf(" %8s FAILED: %s\n", "-", rows[0].msg);
+			}
+			fprintf(dat, "\"%s/%d\" %d", label, devs[k], tight);
+			for (int a = 0; a < MP_ALGO_COUNT; a++)
+				fprintf(dat, " %.6f", rows[a].ok ?
+					rows[a].step_ms / lb.lb_ms : 0.0 / 0.0);
+			fprintf(dat, "\n");
+			mp_cluster_free(&c);
+		}
+		mp_graph_free(&g);
+	}
+	return 0;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+	int cases = 0, wins = 0, within5 = 0, ran = 0, nf, big = -1, bign = 0;
+	char **files, datpath[4096], pngpath[4096], *gp;
+	struct mp_cluster c;
+	struct mp_graph g;
+	struct opts o;
+	FILE *dat;
+	int ret;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	if (!o.profiles)
+		return fail(2, "bench needs --profiles DIR");
+	nf = list_profiles(o.profiles, &files);
+	if (!nf)
+		return fail(1, "%s: no h200/*.json or pipedream/*.graph.txt",
+			    o.profiles);
+	mkdir(o.outdir, 0755);
+	snprintf(datpath, sizeof(datpath), "%s/bench.dat", o.outdir);
+	snprintf(pngpath, sizeof(pngpath), "%s/bench.png", o.outdir);
+	dat = fopen(datpath, "w");
+	if (!dat)
+		return fail(1, "%s: %s", datpath, strerror(errno));
+	fprintf(dat, "case tight");
+	for (int a = 0; a < MP_ALGO_COUNT; a++)
+		fprintf(dat, " %s", mp_algo_name(a));
+	fprintf(dat, "\n");
+	printf("Step time / lower bound per algorithm (1.0 = provably optimal); '-' = could not place.\n");
+	bench_regime(files, nf, 0, dat, &cases, &wins, &within5, &ran);
+	bench_regime(files, nf, 1, dat, &cases, &wins, &within5, &ran);
+	fclose(dat);
+	printf("\nmercury placed %d of %d cases; as good as the best baseline in %d, within 5%% of the lower bound in %d\n",
+	       ran, cases, wins, within5);
+
+	/* planning time: the largest profile (most nodes) and a synthetic DAG */
+	for (int i = 0; i < nf; i++) {
+		struct mp_err err;
+
+		if (mp_graph_load(files[i], &g, &err))
+			continue;
+		if (g.n > bign) {
+			bign = g.n;
+			big = i;
+		}
+		mp_graph_free(&g);
+	}
+	if (big >= 0 && !mp_graph_load(files[big], &g, NULL)) {
+		for (int d = 2; d <= 8; d *= 2) {
+			mp_cluster_make(&c, d, 80e9, 1.0, 12.5e9, 1e-5);
+			printf("planning time, %s (%d nodes, %d edges), %d devices: %.2f ms (median of 9)\n",
+			       files[big], g.n, g.ne, d, time_solve(&g, &c, 9));
+			mp_cluster_free(&c);
+		}
+		mp_graph_free(&g);
+	}
+	if (!mp_graph_synthetic(&g, o.synthetic, 42)) {
+		double mem = 1.25 * mp_graph_mem(&g) / 8;
+
+		mp_cluster_make(&c, 8, mem, 1.0, 12.5e9, 1e-5);
+		printf("planning time, synthetic DAG (%d nodes, %d edges), 8 devices, tight memory: %.1f ms (median of 3)\n",
+		       g.n, g.ne, time_solve(&g, &c, 3));
+		mp_cluster_free(&c);
+		mp_graph_free(&g);
+	}
+	gp = mp_calloc(16384, 1);
+	snprintf(gp, 16384,
+		 "set terminal pngcairo size 1400,700\n"
+		 "set output '%s'\n"
+		 "set title 'Simulated step time / lower bound (roomy then tight memory)'\n"
+		 "set xtics rotate by 90 right font ',7'\n"
+		 "set ylabel 'step / lower bound'\nset grid y\nset key top left\n"
+		 "set datafile missing 'nan'\n"
+		 "plot for [i=3:9] '%s' using 0:i:xtic(1) with points pt 7 ps 0.8 title columnhead(i)\n",
+		 pngpath, datpath);
+	gnuplot(gp);
+	free(gp);
+	printf("table data: %s, plot: %s\n", datpath, pngpath);
+	for (int i = 0; i < nf; i++)
+		free(files[i]);
+	free(files);
+	return 0;
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+static const struct cmd {
+	const char *name;
+	int (*fn)(int, char **);
+} cmds[] = {
+	{ "place", cmd_place },
+	{ "compare", cmd_compare },
+	{ "bench", cmd_bench },
+};
+
+int main(int argc, char **argv)
+{
+	const struct cmd *hit = NULL;
+	size_t len;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json"))
+			json_out = 1;
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (argv[1][0] == '-') {
+		if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+			usage(stdout);
+			return 0;
+		}
+		return cmd_place(argc, argv);
+	}
+	if (!strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	len = strlen(argv[1]);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strncmp(argv[1], cmds[i].name, len))
+			continue;
+		if (hit)
+			return fail(2, "ambiguous command '%s'", argv[1]);
+		hit = &cmds[i];
+	}
+	if (!hit)
+		return fail(2, "unknown command '%s'", argv[1]);
+	return hit->fn(argc - 1, argv + 1);
+}

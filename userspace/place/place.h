@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * mercury-place: device placement for model-parallel training and the
+ * per-tensor priority plan read by the Mercury tagger.
+ *
+ * Vocabulary used throughout:
+ *  - member: one named thing of the profile (an h200 leaf module or a
+ *    pipedream node).  The plan's "placement" object lists members.
+ *  - node: an operator group, the unit the placer moves.  A node is one
+ *    member, except in h200 profiles where a module called several times
+ *    per forward pass (torchvision's shared ReLU) closes a cycle in the
+ *    module graph; every such strongly connected component is one node.
+ *  - task: the forward (F) or backward (B) computation of one node.  B of a
+ *    node always runs on the device of its F (its stashed activations are
+ *    there), as in Baechi's co-placement of an op and its gradient op.
+ *  - xfer: one tensor sent over one directed device pair (a link).
+ *
+ * Every symbol carries the mp_ prefix; library-style functions return 0 or
+ * a negative errno and leave a message in the caller's error buffer.
+ */
+#ifndef MP_PLACE_H
+#define MP_PLACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MP_ERRLEN 512
+
+struct mp_err {
+	char msg[MP_ERRLEN];
+};
+
+int mp_set_err(struct mp_err *err, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+struct mp_member {
+	char *name;
+	int node;		/* node index */
+	int order;		/* first forward call index, -1 if never called */
+	int called;		/* 1 if a forward call runs it */
+	double fwd_ms;		/* forward time at speed 1 (ms) */
+	double off_ms;		/* start offset inside its node's forward (ms) */
+	double out_bytes;	/* bytes of its (last) output activation */
+};
+
+struct mp_param {
+	char *name;		/* tensor name in the priority plan */
+	int member;		/* owning member */
+	double bytes;		/* gradient bytes on the wire */
+	int ready_idx;		/* position in backward ready order, -1 unknown */
+};
+
+struct mp_node {
+	char *name;		/* first member, for display */
+	double fwd_ms;		/* forward at speed 1 (ms) */
+	double bwd_ms;		/* backward at speed 1 (ms) */
+	double param_bytes;	/* fp32 parameter bytes */
+	double act_bytes;	/* activation bytes stashed until backward */
+	int order;		/* smallest member order, for stable sorts */
+};
+
+struct mp_edge {
+	int src, dst;		/* node indices */
+	int src_member;		/* member whose output is carried */
+	int dst_member;		/* first consuming member (for the name) */
+	double bytes;		/* activation bytes */
+};
+
+struct mp_graph {
+	char *model;
+	char *format;		/* "h200", "pipedream" or "synthetic" */
+	int n;			/* nodes */
+	struct mp_node *nodes;
+	int nm;			/* members */
+	struct mp_member *members;
+	int np;			/* parameter tensors */
+	struct mp_param *params;
+	int ne;
+	struct mp_edge *edges;
+	/* CSR adjacency over edge indices */
+	int *out_off, *out_e;	/* out_e[out_off[v]..out_off[v+1]) */
+	int *in_off, *in_e;
+	int *topo;		/* a topological order of nodes */
+	int is_chain;		/* topo[i] -> topo[i+1] are the only edges */
+};
+
+/* graph.c */
+int mp_graph_load(const char *path, struct mp_graph *g, struct mp_err *err);
+int mp_graph_load_h200(const char *path, struct mp_graph *g,
+		       struct mp_err *err);
+int mp_graph_load_pipedream(const char *path, struct mp_graph *g,
+			    struct mp_err *err);
+/* Builds CSR, topo order, validates; members/nodes/edges filled in. */
+int mp_graph_finish(struct mp_graph *g, struct mp_err *err);
+void mp_graph_free(struct mp_graph *g);
+/* Layered random DAG of n nodes, deterministic in seed (for benchmarks). */
+int mp_graph_synthetic(struct mp_graph *g, int n, unsigned int seed);
+/* Static memory of one node when alone on a device (bytes). */
+double mp_node_mem(const struct mp_graph *g, int v);
+double mp_graph_mem(const struct mp_graph *g);
+
+/* cluster.c */
+struct mp_device {
+	char *name;
+	double memory_bytes;
+	double speed;		/* compute time divisor */
+};
+
+struct mp_cluster {
+	int d;
+	struct mp_device *dev;
+	double *bw;		/* d*d bytes per second, [from*d+to] */
+	double *lat;		/* d*d seconds */
+	int uniform;		/* all devices and links identical */
+};
+
+int mp_cluster_load(const char *path, struct mp_cluster *c,
+		    struct mp_err *err);
+int mp_cluster_parse(const char *text, struct mp_cluster *c,
+		     struct mp_err *err);
+int mp_cluster_make(struct mp_cluster *c, int d, double mem, double speed,
+		    double bw, double lat);
+void mp_cluster_free(struct mp_cluster *c);
+/* Transfer time of bytes from device a to b in ms (0 when a == b). */
+double mp_xfer_ms(const struct mp_cluster *c, int a, int b, double bytes);
+double mp_max_speed(const struct mp_cluster *c);
+
+/* sched.c: the timing engine shared by every algorithm. */
+enum mp_unit_kind { MP_U_FWD, MP_U_BWD, MP_U_XFWD, MP_U_XBWD, MP_U_LOSS };
+
+struct mp_unit {
+	int kind;
+	int node;		/* task: node; xfer: producing node */
+	int member;		/* xfer: member whose tensor is carried */
+	int first_dst;		/* xfer: first consuming member */
+	int res;		/* device, MP_LINK(...) or -1 */
+	double dur;		/* ms */
+	double bytes;		/* xfer bytes */
+	double prio;		/* larger runs first */
+	int ndeps;		/* predecessor count */
+	double start, finish;	/* ms, filled by a run */
+};
+
+struct mp_units {
+	int nu;
+	struct mp_unit *u;
+	int *succ_off, *succ;	/* CSR successors */
+	int nres;		/* devices + links */
+	int ndev;
+};
+
+/* Resource id of the link from device a to b. */
+#define MP_LINK(c, a, b) ((c)->d + (a) * (c)->d + (b))
+
+int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
+		   const int *place, struct mp_units *U);
+void mp_units_free(struct mp_units *U);
+
+struct mp_sched {
+	double step_ms;
+	int *order;		/* units in start order per resource */
+	int *order_off;		/* order[order_off[r]..order_off[r+1]) */
+};
+
+/* Work-conserving list schedule by critical-path priority. */
+int mp_sched_run(struct mp_units *U, struct mp_sched *S);
+void mp_sched_free(struct mp_sched *S);
+/* One call: build units, run, return the step time (ms) or < 0. */
+double mp_eval(const struct mp_graph *g, const struct mp_cluster *c,
+	       const int *place);
+
+/* Static memory per device (bytes), the model every algorithm respects. */
+void mp_mem_static(const struct mp_graph *g, const struct mp_cluster *c,
+		   const int *place, double *mem);
+int mp_mem_ok(const struct mp_graph *g, const struct mp_cluster *c,
+	      const int *place, struct mp_err *err);
+
+struct mp_bound {
+	double cp_ms;		/* critical path at the fastest speed */
+	double work_ms;		/* total work over the sum of speeds */
+	double mem_ms;		/* extra lower bound from memory (chains) */
+	double lb_ms;		/* the maximum */
+};
+
+void mp_lower_bound(const struct mp_graph *g, const struct mp_cluster *c,
+		    struct mp_bound *b);
+
+/* sim.c: replay of a schedule's per-resource order. */
+struct mp_sim {
+	double step_ms;
+	double *peak_mem;	/* per device, bytes */
+	double *start, *finish;	/* per unit */
+};
+
+int mp_sim_run(const struct mp_graph *g, const struct mp_cluster *c,
+	       const int *place, const struct mp_units *U,
+	       const struct mp_sched *S, struct mp_sim *out,
+	       struct mp_err *err);
+void mp_sim_free(struct mp_sim *s);
+
+/* algorithms */
+enum mp_algo {
+	MP_ALGO_MERCURY,
+	MP_ALGO_TOPO,
+	MP_ALGO_ETF,
+	MP_ALGO_SCT,
+	MP_ALGO_DP,
+	MP_ALGO_SINGLE,
+	MP_ALGO_EVEN,
+	MP_ALGO_COUNT
+};
+
+const char *mp_algo_name(int algo);
+int mp_algo_parse(const char *name);
+/* Fills place[g->n] (device per node). */
+int mp_place(const struct mp_graph *g, const struct mp_cluster *c, int algo,
+	     int *place, struct mp_err *err);
+
+int mp_place_topo(const struct mp_graph *g, const struct mp_cluster *c,
+		  int *place, struct mp_err *err);
+int mp_place_etf(const struct mp_graph *g, const struct mp_cluster *c,
+		 int sct, int *place, struct mp_err *err);
+int mp_place_single(const struct mp_graph *g, const struct mp_cluster *c,
+		    int *place, struct mp_err *err);
+int mp_place_even(const struct mp_graph *g, const struct mp_cluster *c,
+		  int *place, struct mp_err *err);
+int mp_place_dp(const struct mp_graph *g, const struct mp_cluster *c,
+		int *place, struct mp_err *err);
+int mp_place_mercury(const struct mp_graph *g, const struct mp_cluster *c,
+		     int *place, struct mp_err *err);
+
+/* Coarsening (algo_mercury.c), exposed for tests. */
+int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
+	       struct mp_graph *cg, int *map);
+
+/* plan.c */
+struct mp_prio {
+	char *tensor;
+	int tag;
+	double bytes;
+	int src, dst;		/* devices */
+	double deadline_ms;	/* when the tensor is needed */
+};
+
+struct mp_plan {
+	const struct mp_graph *g;
+	const struct mp_cluster *c;
+	int algo;
+	const int *place;
+	double solve_ms;
+	double step_ms;
+	double sim_ms;
+	struct mp_bound lb;
+	double *mem;		/* static memory per device */
+	int nprio;
+	struct mp_prio *prio;
+};
+
+int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
+		  int algo, const int *place, double solve_ms,
+		  struct mp_plan *p, struct mp_err *err);
+void mp_plan_free(struct mp_plan *p);
+/* Returns a new json_object (json-c), owned by the caller. */
+struct json_object *mp_plan_json(const struct mp_plan *p);
+
+/*
+ * Incremental memory accounting for algorithms that place nodes one by one
+ * in a topological order (producers before consumers); it charges the
+ * same bytes as mp_mem_static.
+ */
+struct mp_mstate {
+	const struct mp_graph *g;
+	const struct mp_cluster *c;
+	double *used;		/* bytes per device */
+	uint64_t *recv;		/* per member: devices holding a copy */
+	double *add;		/* scratch: bytes a placement would add */
+	const int *place;
+};
+
+#define MP_MAX_DEV 64
+
+void mp_mstate_init(struct mp_mstate *m, const struct mp_graph *g,
+		    const struct mp_cluster *c, const int *place);
+void mp_mstate_free(struct mp_mstate *m);
+/* 1 if node v fits on device d given the placed producers. */
+int mp_mstate_fits(struct mp_mstate *m, int v, int d);
+void mp_mstate_commit(struct mp_mstate *m, int v, int d);
+
+/* util */
+double mp_now_ms(void);
+char *mp_strdup(const char *s);
+void *mp_calloc(size_t n, size_t sz);
+
+#endif

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The plan: placement, predicted and simulated step time, memory, and the
+ * priority plan for the tagger.
+ *
+ * Every tensor that crosses the network gets a deadline, the instant the
+ * next computation needs it, and tags are the deadlines' ranks (1 = needed
+ * soonest):
+ *  - act:<producer>-><consumer>: an activation sent forward; needed when
+ *    the first consumer on the receiving device starts;
+ *  - actgrad:<consumer>-><producer>: its gradient sent back in backward;
+ *    needed when the producer's backward starts;
+ *  - a parameter gradient (h200: the parameter's name; pipedream:
+ *    <node>.param): needed in the next step when its layer's forward starts,
+ *    i.e. at step time + the layer's forward start in this schedule.  Every
+ *    parameter gets one, on one device too (data-parallel replicas still
+ *    exchange them); src and dst are both the device that owns the layer
+ *    (the exchange is between that device and its replicas).
+ * So all in-step activations come before the gradients, and gradients are
+ * ordered by the next forward pass, first layer first.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json.h>
+
+#include "place.h"
+
+void mp_plan_free(struct mp_plan *p)
+{
+	for (int i = 0; i < p->nprio; i++)
+		free(p->prio[i].tensor);
+	free(p->prio);
+	free(p->mem);
+	memset(p, 0, sizeof(*p));
+}
+
+struct prio_key {
+	struct mp_prio *p;
+	int tie;		/* smaller first among equal deadlines */
+};
+
+static int cmp_prio(const void *a, const void *b)
+{
+	const struct prio_key *x = a, *y = b;
+
+	if (x->p->deadline_ms != y->p->deadline_ms)
+		return x->p->deadline_ms < y->p->deadline_ms ? -1 : 1;
+	if (x->tie != y->tie)
+		return x->tie < y->tie ? -1 : 1;
+	return strcmp(x->p->tensor, y->p->tensor);
+}
+
+static char *fmt_name(const char *a, const char *sep, const char *b,
+		      const char *pre)
+{
+	size_t len = strlen(pre) + strlen(a) + strlen(sep) + strlen(b) + 1;
+	char *s = mp_calloc(len, 1);
+
+	snprintf(s, len, "%s%s%s%s", pre, a, sep, b);
+	return s;
+}
+
+int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
+		  int algo, const int *place, double solve_ms,
+		  struct mp_plan *p, struct mp_err *err)
+{
+	struct mp_units U;
+	struct mp_sched S;
+	struct mp_sim sim;
+	struct prio_key *keys;
+	int ret, np = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->g = g;
+	p->c = c;
+	p->algo = algo;
+	p->place = place;
+	p->solve_ms = solve_ms;
+	ret = mp_units_build(g, c, place, &U);
+	if (ret)
+		return mp_set_err(err, ret, "invalid placement");
+	ret = mp_sched_run(&U, &S);
+	if (ret) {
+		mp_units_free(&U);
+		return mp_set_err(err, ret, "the schedule deadlocked");
+	}
+	ret = mp_sim_run(g, c, place, &U, &S, &sim, err);
+	if (ret)
+		goto out;
+	p->step_ms = S.step_ms;
+	p->sim_ms = sim.step_ms;
+	if (fabs(p->sim_ms - p->step_ms) > 1e-9 * (1 + p->step_ms)) {
+		ret = mp_set_err(err, -EPROTO,
+				 "simulator (%.6f ms) and prediction (%.6f ms) disagree",
+				 p->sim_ms, p->step_ms);
+		goto out;
+	}
+	mp_lower_bound(g, c, &p->lb);
+	p->mem = mp_calloc(c->d, sizeof(double));
+	mp_mem_static(g, c, place, p->mem);
+
+	p->prio = mp_calloc(U.nu + g->np + 1, sizeof(struct mp_prio));
+	keys = mp_calloc(U.nu + g->np + 1, sizeof(*keys));
+	for (int i = 0; i < U.nu; i++) {
+		const struct mp_unit *x = &U.u[i];
+		struct mp_prio *q = &p->prio[np];
+		const char *prod, *cons;
+		double dl = -1;
+
+		if (x->kind != MP_U_XFWD && x->kind != MP_U_XBWD)
+			continue;
+		prod = g->members[x->member].name;
+		cons = g->members[x->first_dst].name;
+		for (int k = U.succ_off[i]; k < U.succ_off[i + 1]; k++)
+			if (dl < 0 || U.u[U.succ[k]].start < dl)
+				dl = U.u[U.succ[k]].start;
+		q->bytes = x->bytes;
+		q->deadline_ms = dl;
+		if (x->kind == MP_U_XFWD) {
+			q->tensor = fmt_name(prod, "->", cons, "act:");
+			q->src = place[x->node];
+			q->dst = (x->res - c->d) % c->d;
+		} else {
+			q->tensor = fmt_name(cons, "->", prod, "actgrad:");
+			q->src = (x->res - c->d) / c->d;
+			q->dst = place[x->node];
+		}
+		keys[np].p = q;
+		keys[np].tie = 0;
+		np++;
+	}
+	for (int i = 0; i < g->np; i++) {
+		const struct mp_param *pa = &g->params[i];
+		const struct mp_member *m = &g->members[pa->member];
+		int v = m->node, d = place[v];
+		struct mp_prio *q = &p->prio[np];
+
+		q->tensor = mp_strdup(pa->name);
+		q->bytes = pa->bytes;
+		q->src = q->dst = d;
+		q->deadline_ms = S.step_ms + U.u[v].start +
+				 m->off_ms / c->dev[d].speed;
+		keys[np].p = q;
+		/* same layer: the one whose gradient came last is first */
+		keys[np].tie = pa->ready_idx >= 0 ? -pa->ready_idx : 0;
+		np++;
+	}
+	qsort(keys, np, sizeof(*keys), cmp_prio);
+	{
+		struct mp_prio *sorted = mp_calloc(np + 1, sizeof(*sorted));
+
+		for (int i = 0; i < np; i++) {
+			sorted[i] = *keys[i].p;
+			sorted[i].tag = i + 1;
+		}
+		free(p->prio);
+		p->prio = sorted;
+		p->nprio = np;
+	}
+	free(keys);
+out:
+	mp_sim_free(&sim);
+	mp_sched_free(&S);
+	mp_units_free(&U);
+	if (ret)
+		mp_plan_free(p);
+	return ret;
+}
+
+static struct json_object *jbytes(double b)
+{
+	return json_object_new_int64((int64_t)llround(b));
+}
+
+static struct json_object *jms(double ms)
+{
+	/* microsecond resolution is plenty and keeps the file readable */
+	return json_object_new_double(round(ms * 1e6) / 1e6);
+}
+
+struct json_object *mp_plan_json(const struct mp_plan *p)
+{
+	const struct mp_graph *g = p->g;
+	const struct mp_cluster *c = p->c;
+	struct json_object *o = json_object_new_object();
+	struct json_object *pl = json_object_new_object();
+	struct json_object *mem = json_object_new_object();
+	struct json_object *lb = json_object_new_object();
+	struct json_object *pr = json_object_new_array();
+	int used = 0;
+
+	json_object_object_add(o, "model", json_object_new_string(g->model));
+	json_object_object_add(o, "format", json_object_new_string(g->format));
+	json_object_object_add(o, "algorithm",
+			       json_object_new_string(mp_algo_name(p->algo)));
+	json_object_object_add(o, "solve_ms", jms(p->solve_ms));
+	json_object_object_add(o, "step_time_ms", jms(p->step_ms));
+	json_object_object_add(o, "simulated_step_time_ms", jms(p->sim_ms));
+	json_object_object_add(o, "lower_bound_ms", jms(p->lb.lb_ms));
+	json_object_object_add(lb, "critical_path_ms", jms(p->lb.cp_ms));
+	json_object_object_add(lb, "work_ms", jms(p->lb.work_ms));
+	json_object_object_add(lb, "memory_ms", jms(p->lb.mem_ms));
+	json_object_object_add(o, "lower_bound_parts", lb);
+	json_object_object_add(o, "ratio_to_lower_bound",
+			       json_object_new_double(round(p->step_ms /
+				       p->lb.lb_ms * 1e4) / 1e4));
+	for (int d = 0; d < c->d; d++)
+		if (p->mem[d] > 0)
+			used++;
+	json_object_object_add(o, "devices_used", json_object_new_int(used));
+	json_object_object_add(o, "nodes", json_object_new_int(g->n));
+	for (int m = 0; m < g->nm; m++)
+		json_object_object_add(pl, g->members[m].name,
+				       json_object_new_string(
+					       c->dev[p->place[g->members[m].node]].name));
+	json_object_object_add(o, "placement", pl);
+	for (int d = 0; d < c->d; d++)
+		json_object_object_add(mem, c->dev[d].name, jbytes(p->mem[d]));
+	json_object_object_add(o, "memory_bytes", mem);
+	for (int i = 0; i < p->nprio; i++) {
+		const struct mp_prio *q = &p->prio[i];
+		struct json_object *e = json_object_new_object();
+
+		json_object_object_add(e, "tensor",
+				       json_object_new_string(q->tensor));
+		json_object_object_add(e, "tag", json_object_new_int(q->tag));
+		json_object_object_add(e, "bytes", jbytes(q->bytes));
+		json_object_object_add(e, "src",
+				       json_object_new_string(c->dev[q->src].name));
+		json_object_object_add(e, "dst",
+				       json_object_new_string(c->dev[q->dst].name));
+		json_object_object_add(e, "deadline_ms", jms(q->deadline_ms));
+		json_object_array_add(pr, e);
+	}
+	json_object_object_add(o, "priorities", pr);
+	return o;
+}

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The time model and the scheduling engine every algorithm is judged by.
+ *
+ * One training step of a model-parallel placement (Baechi's setting, no
+ * pipelining, no data-parallel gradient exchange):
+ *  - F(v) runs on place[v] for fwd_ms / speed, B(v) on the same device for
+ *    bwd_ms / speed.  A device runs one task at a time, in a stream order.
+ *  - Edge u -> v across devices: the activation of u's producing member is
+ *    sent once per (member, destination device) after F(u), and its
+ *    gradient goes back once, after every consumer's B on that device has
+ *    finished (the consumers' contributions are summed locally first).
+ *  - A transfer occupies the directed link (a, b) for latency + bytes / bw;
+ *    a link carries one transfer at a time, like a device.
+ *  - The loss joins the forward sinks to their backward tasks at no cost.
+ * The engine is a work-conserving list scheduler: whenever a device or link
+ * is idle it starts the ready unit with the longest remaining critical path
+ * (bottom level, without communication).  It records the order each
+ * resource ran its units in; sim.c replays exactly those orders.
+ */
+#include <errno.h>
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "place.h"
+
+/* ---- a binary min-heap of unit ids keyed by (key, id) ------------------ */
+
+struct heap {
+	int n, cap;
+	int *id;
+	double *key;
+};
+
+static int heap_less(const struct heap *h, int i, int j)
+{
+	if (h->key[i] != h->key[j])
+		return h->key[i] < h->key[j];
+	return h->id[i] < h->id[j];
+}
+
+static void heap_swap(struct heap *h, int i, int j)
+{
+	int ti = h->id[i];
+	double tk = h->key[i];
+
+	h->id[i] = h->id[j];
+	h->key[i] = h->key[j];
+	h->id[j] = ti;
+	h->key[j] = tk;
+}
+
+static void heap_push(struct heap *h, int id, double key)
+{
+	int i;
+
+	if (h->n == h->cap) {
+		h->cap = h->cap ? 2 * h->cap : 8;
+		h->id = realloc(h->id, h->cap * sizeof(int));
+		h->key = realloc(h->key, h->cap * sizeof(double));
+		if (!h->id || !h->key)
+			abort();
+	}
+	i = h->n++;
+	h->id[i] = id;
+	h->key[i] = key;
+	while (i && heap_less(h, i, (i - 1) / 2)) {
+		heap_swap(h, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static int heap_pop(struct heap *h)
+{
+	int top = h->id[0], i = 0;
+
+	h->n--;
+	h->id[0] = h->id[h->n];
+	h->key[0] = h->key[h->n];
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, m = i;
+
+		if (l < h->n && heap_less(h, l, m))
+			m = l;
+		if (r < h->n && heap_less(h, r, m))
+			m = r;
+		if (m == i)
+			break;
+		heap_swap(h, i, m);
+		i = m;
+	}
+	return top;
+}
+
+static void heap_free(struct heap *h)
+{
+	free(h->id);
+	free(h->key);
+}
+
+/* ---- building the unit DAG for one placement --------------------------- */
+
+struct pairs {
+	int n, cap;
+	int *a, *b;
+};
+
+static void pair_add(struct pairs *p, int a, int b)
+{
+	if (p->n == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 1024;
+		p->a = realloc(p->a, p->cap * sizeof(int));
+		p->b = realloc(p->b, p->cap * sizeof(int));
+		if (!p->a || !p->b)
+			abort();
+	}
+	p->a[p->n] = a;
+	p->b[p->n++] = b;
+}
+
+static int unit_add(struct mp_units *U, int *cap)
+{
+	if (U->nu == *cap) {
+		*cap = *cap ? 2 * *cap : 1024;
+		U->u = realloc(U->u, *cap * sizeof(*U->u));
+		if (!U->u)
+			abort();
+	}
+	memset(&U->u[U->nu], 0, sizeof(U->u[0]));
+	return U->nu++;
+}
+
+/* Bottom levels without communication, at the placed devices' speeds. */
+static void bottom_levels(const struct mp_graph *g, const struct mp_cluster *c,
+			  const int *place, double *blf, double *blb)
+{
+	double maxb = 0;
+
+	for (int i = 0; i < g->n; i++) {
+		int v = g->topo[i];
+		double m = 0;
+
+		for (int k = g->in_off[v]; k < g->in_off[v + 1]; k++) {
+			int u = g->edges[g->in_e[k]].src;
+
+			if (blb[u] > m)
+				m = blb[u];
+		}
+		blb[v] = g->nodes[v].bwd_ms / c->dev[place[v]].speed + m;
+	}
+	for (int v = 0; v < g->n; v++)
+		if (g->out_off[v + 1] == g->out_off[v] && blb[v] > maxb)
+			maxb = blb[v];
+	for (int i = g->n - 1; i >= 0; i--) {
+		int v = g->topo[i];
+		double m = g->out_off[v + 1] == g->out_off[v] ? maxb : 0;
+
+		for (int k = g->out_off[v]; k < g->out_off[v + 1]; k++) {
+			int w = g->edges[g->out_e[k]].dst;
+
+			if (blf[w] > m)
+				m = blf[w];
+		}
+		blf[v] = g->nodes[v].fwd_ms / c->dev[place[v]].speed + m;
+	}
+}
+
+int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
+		   const int *place, struct mp_units *U)
+{
+	double *blf = mp_calloc(g->n, sizeof(double));
+	double *blb = mp_calloc(g->n, sizeof(double));
+	int *grp_m = mp_calloc(g->ne + 1, sizeof(int));
+	int *grp_d = mp_calloc(g->ne + 1, sizeof(int));
+	int *grp_x = mp_calloc(g->ne + 1, sizeof(int));
+	struct pairs P = { 0 };
+	int cap = 0, loss, n = g->n;
+
+	memset(U, 0, sizeof(*U));
+	for (int v = 0; v < n; v++)
+		if (place[v] < 0 || place[v] >= c->d) {
+			free(blf);
+			free(blb);
+			free(grp_m);
+			free(grp_d);
+			free(grp_x);
+			return -EINVAL;
+		}
+	bottom_levels(g, c, place, blf, blb);
+	U->ndev = c->d;
+	U->nres = c->d + c->d * c->d;
+	for (int v = 0; v < n; v++) {
+		int f = unit_add(U, &cap);
+
+		U->u[f].kind = MP_U_FWD;
+		U->u[f].node = v;
+		U->u[f].member = -1;
+		U->u[f].res = place[v];
+		U->u[f].dur = g->nodes[v].fwd_ms / c->dev[place[v]].speed;
+		U->u[f].prio = blf[v];
+	}
+	for (int v = 0; v < n; v++) {
+		int b = unit_add(U, &cap);
+
+		U->u[b].kind = MP_U_BWD;
+		U->u[b].node = v;
+		U->u[b].member = -1;
+		U->u[b].res = place[v];
+		U->u[b].dur = g->nodes[v].bwd_ms / c->dev[place[v]].speed;
+		U->u[b].prio = blb[v];
+		pair_add(&P, v, n + v);
+	}
+	loss = unit_add(U, &cap);
+	U->u[loss].kind = MP_U_LOSS;
+	U->u[loss].node = -1;
+	U->u[loss].res = -1;
+	U->u[loss].prio = DBL_MAX;
+	for (int u = 0; u < n; u++) {
+		int ng = 0;
+
+		if (g->out_off[u + 1] == g->out_off[u]) {
+			pair_add(&P, u, loss);
+			pair_add(&P, loss, n + u);
+		}
+		for (int k = g->out_off[u]; k < g->out_off[u + 1]; k++) {
+			const struct mp_edge *e = &g->edges[g->out_e[k]];
+			int d = place[e->dst], j;
+
+			if (d == place[u]) {
+				pair_add(&P, u, e->dst);
+				pair_add(&P, n + e->dst, n + u);
+				continue;
+			}
+			for (j = 0; j < ng; j++)
+				if (grp_m[j] == e->src_member && grp_d[j] == d)
+					break;
+			if (j == ng) {
+				int xf = unit_add(U, &cap);
+				int xb = unit_add(U, &cap);
+				double ms = mp_xfer_ms(c, place[u], d, e->bytes);
+
+				grp_m[ng] = e->src_member;
+				grp_d[ng] = d;
+				grp_x[ng++] = xf;
+				U->u[xf].kind = MP_U_XFWD;
+				U->u[xf].res = MP_LINK(c, place[u], d);
+				U->u[xb].kind = MP_U_XBWD;
+				U->u[xb].res = MP_LINK(c, d, place[u]);
+				for (int x = xf; x <= xb; x++) {
+					U->u[x].node = u;
+					U->u[x].member = e->src_member;
+					U->u[x].first_dst = e->dst_member;
+					U->u[x].dur = ms;
+					U->u[x].bytes = e->bytes;
+				}
+				U->u[xb].prio = blb[u] + ms;
+				pair_add(&P, u, xf);
+				pair_add(&P, xb, n + u);
+			}
+			/* consumers of one transfer: the earliest names it */
+			if (g->members[e->dst_member].order <
+			    g->members[U->u[grp_x[j]].first_dst].order) {
+				U->u[grp_x[j]].first_dst = e->dst_member;
+				U->u[grp_x[j] + 1].first_dst = e->dst_member;
+			}
+			if (blf[e->dst] + U->u[grp_x[j]].dur >
+			    U->u[grp_x[j]].prio)
+				U->u[grp_x[j]].prio = blf[e->dst] +
+						      U->u[grp_x[j]].dur;
+			pair_add(&P, grp_x[j], e->dst);
+			pair_add(&P, n + e->dst, grp_x[j] + 1);
+		}
+	}
+	U->succ_off = mp_calloc(U->nu + 1, sizeof(int));
+	U->succ = mp_calloc(P.n, sizeof(int));
+	for (int i = 0; i < P.n; i++) {
+		U->succ_off[P.a[i] + 1]++;
+		U->u[P.b[i]].ndeps++;
+	}
+	for (int i = 0; i < U->nu; i++)
+		U->succ_off[i + 1] += U->succ_off[i];
+	{
+		int *fill = mp_calloc(U->nu, sizeof(int));
+
+		for (int i = 0; i < P.n; i++)
+			U->succ[U->succ_off[P.a[i]] + fill[P.a[i]]++] = P.b[i];
+		free(fill);
+	}
+	free(P.a);
+	free(P.b);
+	free(blf);
+	free(blb);
+	free(grp_m);
+	free(grp_d);
+	free(grp_x);
+	return 0;
+}
+
+void mp_units_free(struct mp_units *U)
+{
+	free(U->u);
+	free(U->succ_off);
+	free(U->succ);
+	memset(U, 0, sizeof(*U));
+}
+
+/* ---- the engine -------------------------------------------------------- */
+
+int mp_sched_run(struct mp_units *U, struct mp_sched *S)
+{
+	struct heap *ready = mp_calloc(U->nres, sizeof(struct heap));
+	struct heap ev = { 0 };
+	int *deps = mp_calloc(U->nu, sizeof(int));
+	int *busy = mp_calloc(U->nres, sizeof(int));
+	int *cnt = mp_calloc(U->nres + 1, sizeof(int));
+	int *touched = mp_calloc(2 * U->nu + U->nres, sizeof(int));
+	int *seq = mp_calloc(U->nu, sizeof(int));
+	int nseq = 0, ntouch = 0, done = 0, ret = 0;
+	double step = 0;
+
+	memset(S, 0, sizeof(*S));
+	for (int i = 0; i < U->nu; i++) {
+		deps[i] = U->u[i].ndeps;
+		U->u[i].start = U->u[i].finish = -1;
+	}
+
+/* A unit whose inputs are all there joins its resource's ready queue;
+ * resource-free units (the loss) complete on the spot.
+ */
+#define MAKE_READY(x, t) do {						\
+		int _x = (x);						\
+		if (U->u[_x].res < 0) {					\
+			U->u[_x].start = U->u[_x].finish = (t);		\
+			heap_push(&ev, _x, (t));			\
+		} else {						\
+			heap_push(&ready[U->u[_x].res], _x,		\
+				  -U->u[_x].prio);			\
+			if (!busy[U->u[_x].res])			\
+				touched[ntouch++] = U->u[_x].res;	\
+		}							\
+	} while (0)
+
+	for (int i = 0; i < U->nu; i++)
+		if (!deps[i])
+			MAKE_READY(i, 0.0);
+	for (double t = 0;;) {
+		/* start idle resources first, then advance time */
+		for (int k = 0; k < ntouch; k++) {
+			int r = touched[k], x;
+
+			if (busy[r] || !ready[r].n)
+				continue;
+			x = heap_pop(&ready[r]);
+			busy[r] = 1;
+			U->u[x].start = t;
+			U->u[x].finish = t + U->u[x].dur;
+			seq[nseq++] = x;
+			cnt[r + 1]++;
+			heap_push(&ev, x, U->u[x].finish);
+		}
+		ntouch = 0;
+		if (!ev.n)
+			break;
+		t = ev.key[0];
+		while (ev.n && ev.key[0] == t) {
+			int x = heap_pop(&ev);
+			int r = U->u[x].res;
+
+			done++;
+			if (t > step)
+				step = t;
+			if (r >= 0) {
+				busy[r] = 0;
+				touched[ntouch++] = r;
+			}
+			for (int k = U->succ_off[x]; k < U->succ_off[x + 1]; k++) {
+				int s = U->succ[k];
+
+				if (--deps[s] == 0)
+					MAKE_READY(s, t);
+			}
+		}
+	}
+#undef MAKE_READY
+	if (done != U->nu) {
+		ret = -EDEADLK;
+		goto out;
+	}
+	/* per-resource orders, from the global start sequence */
+	for (int r = 0; r < U->nres; r++)
+		cnt[r + 1] += cnt[r];
+	S->order_off = mp_calloc(U->nres + 1, sizeof(int));
+	memcpy(S->order_off, cnt, (U->nres + 1) * sizeof(int));
+	S->order = mp_calloc(nseq, sizeof(int));
+	for (int i = 0; i < nseq; i++) {
+		int r = U->u[seq[i]].res;
+
+		S->order[cnt[r]++] = seq[i];
+	}
+	S->step_ms = step;
+out:
+	for (int r = 0; r < U->nres; r++)
+		heap_free(&ready[r]);
+	heap_free(&ev);
+	free(ready);
+	free(deps);
+	free(busy);
+	free(cnt);
+	free(touched);
+	free(seq);
+	return ret;
+}
+
+void mp_sched_free(struct mp_sched *S)
+{
+	free(S->order);
+	free(S->order_off);
+	memset(S, 0, sizeof(*S));
+}
+
+double mp_eval(const struct mp_graph *g, const struct mp_cluster *c,
+	       const int *place)
+{
+	struct mp_units U;
+	struct mp_sched S;
+	double t;
+
+	if (mp_units_build(g, c, place, &U))
+		return -1;
+	t = mp_sched_run(&U, &S) ? -1 : S.step_ms;
+	mp_sched_free(&S);
+	mp_units_free(&U);
+	return t;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+/*
+ * Static (peak-bounding) memory of a device: for each node placed there its
+ * parameters x3 (weights, gradients, momentum) and its stashed activations;
+ * plus each activation received from another device (kept for backward)
+ * and each activation gradient received back.  The simulator's time-varying
+ * peak never exceeds this.
+ */
+void mp_mem_static(const struct mp_graph *g, const struct mp_cluster *c,
+		   const int *place, double *mem)
+{
+	int *gm = mp_calloc(g->ne + 1, sizeof(int));
+	int *gd = mp_calloc(g->ne + 1, sizeof(int));
+
+	for (int d = 0; d < c->d; d++)
+		mem[d] = 0;
+	for (int u = 0; u < g->n; u++) {
+		int ng = 0;
+
+		mem[place[u]] += mp_node_mem(g, u);
+		for (int k = g->out_off[u]; k < g->out_off[u + 1]; k++) {
+			const struct mp_edge *e = &g->edges[g->out_e[k]];
+			int d = place[e->dst], j;
+
+			if (d == place[u])
+				continue;
+			for (j = 0; j < ng; j++)
+				if (gm[j] == e->src_member && gd[j] == d)
+					break;
+			if (j < ng)
+				continue;
+			gm[ng] = e->src_member;
+			gd[ng++] = d;
+			mem[d] += e->bytes;
+			mem[place[u]] += e->bytes;
+		}
+	}
+	free(gm);
+	free(gd);
+}
+
+int mp_mem_ok(const struct mp_graph *g, const struct mp_cluster *c,
+	      const int *place, struct mp_err *err)
+{
+	double *mem = mp_calloc(c->d, sizeof(double));
+	int ret = 0;
+
+	mp_mem_static(g, c, place, mem);
+	for (int d = 0; d < c->d && !ret; d++)
+		if (mem[d] > c->dev[d].memory_bytes)
+			ret = mp_set_err(err, -ENOSPC,
+					 "device %s needs %.0f bytes, has %.0f",
+					 c->dev[d].name, mem[d],
+					 c->dev[d].memory_bytes);
+	free(mem);
+	return ret;
+}
+
+/* ---- lower bound ------------------------------------------------------- */
+
+static int cmp_desc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x < y) - (x > y);
+}
+
+void mp_lower_bound(const struct mp_graph *g, const struct mp_cluster *c,
+		    struct mp_bound *b)
+{
+	double *pf = mp_calloc(g->n, sizeof(double));
+	double *pb = mp_calloc(g->n, sizeof(double));
+	double mf = 0, mb = 0, work = 0, ssum = 0, smax = mp_max_speed(c);
+
+	for (int i = 0; i < g->n; i++) {
+		int v = g->topo[i];
+		double a = 0, bb = 0;
+
+		for (int k = g->in_off[v]; k < g->in_off[v + 1]; k++) {
+			int u = g->edges[g->in_e[k]].src;
+
+			if (pf[u] > a)
+				a = pf[u];
+			if (pb[u] > bb)
+				bb = pb[u];
+		}
+		pf[v] = a + g->nodes[v].fwd_ms;
+		pb[v] = bb + g->nodes[v].bwd_ms;
+		if (pf[v] > mf)
+			mf = pf[v];
+		if (pb[v] > mb)
+			mb = pb[v];
+		work += g->nodes[v].fwd_ms + g->nodes[v].bwd_ms;
+	}
+	for (int d = 0; d < c->d; d++)
+		ssum += c->dev[d].speed;
+	memset(b, 0, sizeof(*b));
+	/* all forwards end before the loss, all backwards start after it */
+	b->cp_ms = (mf + mb) / smax;
+	b->work_ms = work / ssum;
+	if (g->is_chain && g->ne) {
+		/*
+		 * A chain is serial: every cut adds two transfers (activation
+		 * and its gradient) to the critical path.  Cuts needed: one
+		 * less than the fewest devices whose memory can hold it all.
+		 */
+		double *caps = mp_calloc(c->d, sizeof(double));
+		double need = mp_graph_mem(g), have = 0, minx = DBL_MAX;
+		int k = 0;
+
+		for (int d = 0; d < c->d; d++)
+			caps[d] = c->dev[d].memory_bytes;
+		qsort(caps, c->d, sizeof(double), cmp_desc);
+		while (k < c->d && have < need)
+			have += caps[k++];
+		for (int i = 0; i < g->ne; i++)
+			for (int a = 0; a < c->d; a++)
+				for (int z = 0; z < c->d; z++) {
+					double x = a == z ? DBL_MAX :
+						mp_xfer_ms(c, a, z,
+							   g->edges[i].bytes);
+
+					if (x < minx)
+						minx = x;
+				}
+		if (k > 1 && minx < DBL_MAX)
+			b->mem_ms = 2.0 * (k - 1) * minx;
+		free(caps);
+	}
+	b->lb_ms = b->cp_ms + b->mem_ms;
+	if (b->work_ms > b->lb_ms)
+		b->lb_ms = b->work_ms;
+	free(pf);
+	free(pb);
+}
