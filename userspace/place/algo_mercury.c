@@ -65,22 +65,37 @@ static int cmp_qedge_heavy(const void *x, const void *y)
 	return cmp_qedge(x, y);
 }
 
-static double mean_xfer_ms(const struct mp_cluster *c, double bytes)
+/* Mean transfer time over all device pairs is linear in the bytes. */
+struct mxfer {
+	double lat_ms, ms_per_byte;
+};
+
+static struct mxfer mean_xfer(const struct mp_cluster *c)
 {
-	double s = 0;
+	struct mxfer m = { 0, 0 };
 	int k = 0;
 
 	for (int a = 0; a < c->d; a++)
 		for (int b = 0; b < c->d; b++)
 			if (a != b) {
-				s += mp_xfer_ms(c, a, b, bytes);
+				m.lat_ms += 1e3 * c->lat[a * c->d + b];
+				m.ms_per_byte += 1e3 / c->bw[a * c->d + b];
 				k++;
 			}
-	return k ? s / k : 0;
+	if (k) {
+		m.lat_ms /= k;
+		m.ms_per_byte /= k;
+	}
+	return m;
 }
 
-int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
-	       struct mp_graph *cg, int *map)
+static double mean_xfer_ms(const struct mxfer *m, double bytes)
+{
+	return m->lat_ms + bytes * m->ms_per_byte;
+}
+
+static int coarsen(const struct mp_graph *g, const struct mp_cluster *c,
+		   double cfac, struct mp_graph *cg, int *map)
 {
 	int n = g->n, *par = mp_calloc(n, sizeof(int));
 	double *work = mp_calloc(n, sizeof(double));
@@ -89,6 +104,7 @@ int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
 	int *outd = mp_calloc(n, sizeof(int)), *ind = mp_calloc(n, sizeof(int));
 	int *matched = mp_calloc(n, sizeof(int));
 	double total = 0, memcap = DBL_MAX, workcap, ssum = 0;
+	struct mxfer mx = mean_xfer(c);
 	struct mp_err err;
 	int nc, ret;
 
@@ -106,7 +122,7 @@ int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
 		total += work[v];
 	}
 	workcap = total / (2.0 * c->d);
-	for (int round = 0; round < 40; round++) {
+	for (int round = 0, groups = n; round < 40; round++) {
 		int nq = 0, merged = 0;
 
 		for (int i = 0; i < g->ne; i++) {
@@ -143,7 +159,7 @@ int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
 		qsort(q, nq, sizeof(*q), cmp_qedge_heavy);
 		for (int i = 0; i < nq; i++) {
 			int a = q[i].a, b = q[i].b, ok;
-			double comm = 2 * mean_xfer_ms(c, q[i].bytes);
+			double comm = 2 * mean_xfer_ms(&mx, q[i].bytes);
 
 			if (matched[a] || matched[b])
 				continue;
@@ -151,8 +167,8 @@ int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
 			    work[a] + work[b] > workcap)
 				continue;
 			ok = (outd[a] == 1 && ind[b] == 1) ||
-			     (outd[a] == 1 && comm >= work[a]) ||
-			     (ind[b] == 1 && comm >= work[b]);
+			     (outd[a] == 1 && comm >= cfac * work[a]) ||
+			     (ind[b] == 1 && comm >= cfac * work[b]);
 			if (!ok)
 				continue;
 			matched[a] = matched[b] = 1;
@@ -161,7 +177,9 @@ int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
 			mem[a] += mem[b];
 			merged++;
 		}
-		if (!merged)
+		/* late rounds that merge little are not worth a sort */
+		groups -= merged;
+		if (merged <= groups / 100)
 			break;
 	}
 	/* number the groups by first appearance in node order */
@@ -228,29 +246,82 @@ int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
 	return ret;
 }
 
+int mp_coarsen(const struct mp_graph *g, const struct mp_cluster *c,
+	       struct mp_graph *cg, int *map)
+{
+	return coarsen(g, c, 4.0, cg, map);
+}
+
 /* ---- list scheduling by critical path ---------------------------------- */
 
-static int list_schedule(const struct mp_graph *g, const struct mp_cluster *c,
-			 int *place, struct mp_err *err)
+/* Ready nodes: a max-heap on rank, ties to the lower node index. */
+static int rheap_above(const double *rank, int a, int b)
 {
-	int n = g->n, nready = 0, ret = 0;
+	return rank[a] > rank[b] || (rank[a] == rank[b] && a < b);
+}
+
+static void rheap_push(int *h, int *n, const double *rank, int v)
+{
+	int i = (*n)++;
+
+	h[i] = v;
+	while (i && rheap_above(rank, h[i], h[(i - 1) / 2])) {
+		int t = h[i];
+
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static void rheap_pop(int *h, int *n, const double *rank)
+{
+	int i = 0;
+
+	h[0] = h[--(*n)];
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, m = i, t;
+
+		if (l < *n && rheap_above(rank, h[l], h[m]))
+			m = l;
+		if (r < *n && rheap_above(rank, h[r], h[m]))
+			m = r;
+		if (m == i)
+			break;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* Free memory kept for the unplaced nodes, as a multiple of their size. */
+#define MP_RESERVE 1.1
+
+static int list_schedule(const struct mp_graph *g, const struct mp_cluster *c,
+			 double mirror_w, int *place, struct mp_err *err)
+{
+	int n = g->n, nready = 0, ret = 0, relaxed = 0;
 	double *rank = mp_calloc(n, sizeof(double));
 	double *fin = mp_calloc(n, sizeof(double));
 	double *avail = mp_calloc(c->d, sizeof(double));
 	int *deg = mp_calloc(n, sizeof(int));
 	int *ready = mp_calloc(n, sizeof(int));
-	double ssum = 0;
+	double ssum = 0, left = mp_graph_mem(g), cap = 0;
+	struct mxfer mx = mean_xfer(c);
 	struct mp_mstate m;
 
-	for (int d = 0; d < c->d; d++)
+	for (int d = 0; d < c->d; d++) {
 		ssum += c->dev[d].speed;
+		cap += c->dev[d].memory_bytes;
+	}
 	for (int i = n - 1; i >= 0; i--) {
 		int v = g->topo[i];
 		double best = 0;
 
 		for (int k = g->out_off[v]; k < g->out_off[v + 1]; k++) {
 			const struct mp_edge *e = &g->edges[g->out_e[k]];
-			double r = 2 * mean_xfer_ms(c, e->bytes) + rank[e->dst];
+			double r = 2 * mean_xfer_ms(&mx, e->bytes) + rank[e->dst];
 
 			if (r > best)
 				best = r;
@@ -262,24 +333,31 @@ static int list_schedule(const struct mp_graph *g, const struct mp_cluster *c,
 		place[v] = -1;
 		deg[v] = g->in_off[v + 1] - g->in_off[v];
 		if (!deg[v])
-			ready[nready++] = v;
+			rheap_push(ready, &nready, rank, v);
 	}
 	mp_mstate_init(&m, g, c, place);
 	for (int step = 0; step < n; step++) {
-		int bi = 0, v, bd = -1;
+		int v = ready[0], bd = -1;
 		double best = DBL_MAX, bfin = 0;
 
-		/* highest rank first; ties by node order */
-		for (int i = 1; i < nready; i++)
-			if (rank[ready[i]] > rank[ready[bi]] ||
-			    (rank[ready[i]] == rank[ready[bi]] &&
-			     ready[i] < ready[bi]))
-				bi = i;
-		v = ready[bi];
 		for (int d = 0; d < c->d; d++) {
 			double est = avail[d], mirror = 0, f, score;
 
+			double total_add = 0, used = 0;
+
 			if (!mp_mstate_fits(&m, v, d))
+				continue;
+			/*
+			 * Keep the rest placeable: after this step the free
+			 * memory on all devices must still hold the unplaced
+			 * nodes, with a margin for received tensors.
+			 */
+			for (int k = 0; k < c->d; k++) {
+				total_add += m.add[k];
+				used += m.used[k];
+			}
+			if (!relaxed && cap - used - total_add <
+			    (left - mp_node_mem(g, v)) * MP_RESERVE)
 				continue;
 			for (int k = g->in_off[v]; k < g->in_off[v + 1]; k++) {
 				const struct mp_edge *e = &g->edges[g->in_e[k]];
@@ -290,13 +368,20 @@ static int list_schedule(const struct mp_graph *g, const struct mp_cluster *c,
 				mirror += x;
 			}
 			f = est + g->nodes[v].fwd_ms / c->dev[d].speed;
-			score = f + mirror;
+			score = f + mirror_w * mirror;
 			if (score < best - 1e-12) {
 				best = score;
 				bd = d;
 				bfin = f;
 			}
 		}
+		if (bd < 0 && !relaxed) {
+			/* nothing passes the reserve: plain fit, once */
+			relaxed = 1;
+			step--;
+			continue;
+		}
+		relaxed = 0;
 		if (bd < 0) {
 			ret = mp_set_err(err, -ENOSPC,
 					 "mercury: no device has memory left for %s",
@@ -305,14 +390,15 @@ static int list_schedule(const struct mp_graph *g, const struct mp_cluster *c,
 		}
 		place[v] = bd;
 		mp_mstate_commit(&m, v, bd);
+		left -= mp_node_mem(g, v);
 		fin[v] = bfin;
 		avail[bd] = bfin;
-		ready[bi] = ready[--nready];
+		rheap_pop(ready, &nready, rank);
 		for (int k = g->out_off[v]; k < g->out_off[v + 1]; k++) {
 			int w = g->edges[g->out_e[k]].dst;
 
 			if (--deg[w] == 0)
-				ready[nready++] = w;
+				rheap_push(ready, &nready, rank, w);
 		}
 	}
 	mp_mstate_free(&m);
@@ -329,9 +415,14 @@ static int list_schedule(const struct mp_graph *g, const struct mp_cluster *c,
 static void refine(const struct mp_graph *g, const struct mp_cluster *c,
 		   int *place, long budget)
 {
-	double cur = mp_eval(g, c, place);
-	double *mem = mp_calloc(c->d, sizeof(double));
-	int *cand = mp_calloc(c->d, sizeof(int));
+	double cur, *mem;
+	int *cand;
+
+	if (budget <= 0)
+		return;
+	cur = mp_eval(g, c, place);
+	mem = mp_calloc(c->d, sizeof(double));
+	cand = mp_calloc(c->d, sizeof(int));
 	long evals = 0;
 
 	for (int pass = 0; pass < 8 && evals < budget; pass++) {
@@ -380,58 +471,132 @@ static void refine(const struct mp_graph *g, const struct mp_cluster *c,
 	free(cand);
 }
 
+/* Expand a coarse placement, measure it, keep it if it is the best yet. */
+static void consider(const struct mp_graph *g, const struct mp_cluster *c,
+		     const int *map, const int *cp, int *tmp, int *place,
+		     double *best)
+{
+	double t;
+
+	for (int v = 0; v < g->n; v++)
+		tmp[v] = cp[map[v]];
+	if (mp_mem_ok(g, c, tmp, NULL))
+		return;
+	t = mp_eval(g, c, tmp);
+	if (t >= 0 && t < *best) {
+		*best = t;
+		memcpy(place, tmp, g->n * sizeof(int));
+	}
+}
+
+/* Engine evaluations allowed for refinement, in units evaluated. */
+#define MP_REFINE_UNITS 4e5
+/* The programme is O(n^2 D): beyond this it is skipped. */
+#define MP_DP_MAX_NODES 3000
+/* Above this many nodes only the cheapest path is taken (see below). */
+#define MP_LARGE 20000
+
 int mp_place_mercury(const struct mp_graph *g, const struct mp_cluster *c,
 		     int *place, struct mp_err *err)
 {
-	struct mp_graph cg;
-	int *map = mp_calloc(g->n, sizeof(int));
-	int *cp = NULL, *tmp = mp_calloc(g->n, sizeof(int));
-	double best = DBL_MAX, t;
+	static const double cfacs[2] = { 4.0, 8.0 };
+	static const double mirrors[2] = { 1.0, 0.0 };
+	struct mp_graph cg[2];
+	int *map[2], *cp[2], *tmp = mp_calloc(g->n, sizeof(int));
+	double best = DBL_MAX, lbest[2] = { DBL_MAX, DBL_MAX };
 	struct mp_err e1 = { "" };
-	int ret;
+	int ret = 0, bk = -1;
 
-	ret = mp_coarsen(g, c, &cg, map);
-	if (ret) {
-		free(map);
-		free(tmp);
-		return mp_set_err(err, ret, "mercury: coarsening failed");
-	}
-	cp = mp_calloc(cg.n, sizeof(int));
-	/* candidate 1: list schedule + refinement on the coarse graph */
-	if (!list_schedule(&cg, c, cp, &e1)) {
-		long units = 2L * cg.n + 2L * cg.ne + 1;
-		long budget = (long)(4e5 / units);
+	/*
+	 * Two coarsenings (communication-dominant merges at 4x and 8x the
+	 * compute) times two device choices (with and without the backward
+	 * mirror cost): list scheduling is cheap, so run all four and refine
+	 * only the best.
+	 */
+	/* very large graphs: one coarsening, one variant, no refinement */
+	int nk = g->n > MP_LARGE ? 1 : 2, nmi = nk;
+	long rbudget = g->n > MP_LARGE ? 0 : (long)(MP_REFINE_UNITS / 2);
 
-		refine(&cg, c, cp, budget);
-		for (int v = 0; v < g->n; v++)
-			tmp[v] = cp[map[v]];
-		t = mp_eval(g, c, tmp);
-		if (t >= 0 && t < best && !mp_mem_ok(g, c, tmp, NULL)) {
-			best = t;
-			memcpy(place, tmp, g->n * sizeof(int));
+	for (int k = 0; k < 2; k++) {
+		map[k] = mp_calloc(k < nk ? g->n : 1, sizeof(int));
+		cp[k] = NULL;
+		memset(&cg[k], 0, sizeof(cg[k]));
+		if (k >= nk)
+			continue;
+		ret = coarsen(g, c, cfacs[k], &cg[k], map[k]);
+		if (ret) {
+			for (int j = 0; j < k; j++) {
+				mp_graph_free(&cg[j]);
+				free(cp[j]);
+			}
+			for (int j = 0; j <= k; j++)
+				free(map[j]);
+			free(tmp);
+			return mp_set_err(err, ret, "mercury: coarsening failed");
 		}
+		cp[k] = mp_calloc(cg[k].n, sizeof(int));
+		for (int mi = 0; mi < nmi; mi++) {
+			int *p = mp_calloc(cg[k].n, sizeof(int));
+			double t = DBL_MAX;
+
+			if (!list_schedule(&cg[k], c, mirrors[mi], p, &e1))
+				consider(g, c, map[k], p, tmp, place, &t);
+			if (t < lbest[k]) {
+				lbest[k] = t;
+				memcpy(cp[k], p, cg[k].n * sizeof(int));
+			}
+			free(p);
+		}
+		if (lbest[k] < DBL_MAX && (bk < 0 || lbest[k] < lbest[bk]))
+			bk = k;
 	}
-	/* candidate 2: the exact programme when the groups form a chain */
-	if (cg.is_chain && !mp_place_dp(&cg, c, cp, NULL)) {
-		for (int v = 0; v < g->n; v++)
-			tmp[v] = cp[map[v]];
-		t = mp_eval(g, c, tmp);
-		if (t >= 0 && t < best && !mp_mem_ok(g, c, tmp, NULL)) {
-			best = t;
-			memcpy(place, tmp, g->n * sizeof(int));
+	/* candidate 1: the best list schedule, refined */
+	if (bk >= 0) {
+		long units = 2L * cg[bk].n + 2L * cg[bk].ne + 1;
+
+		refine(&cg[bk], c, cp[bk], rbudget / units);
+		consider(g, c, map[bk], cp[bk], tmp, place, &best);
+	}
+	/*
+	 * candidate 2: the contiguous programme on the topological order
+	 * (exact for chains), on the full graph when it is small enough for
+	 * the quadratic programme, else on the groups; refined on the groups
+	 * when they are not a chain
+	 */
+	if (g->n <= MP_DP_MAX_NODES) {
+		int *p = mp_calloc(g->n, sizeof(int));
+
+		if (!mp_place_dp(g, c, p, NULL)) {
+			double t = mp_eval(g, c, p);
+
+			if (t >= 0 && t < best) {
+				best = t;
+				memcpy(place, p, g->n * sizeof(int));
+			}
 		}
+		free(p);
+	}
+	if (cg[0].n <= MP_DP_MAX_NODES && !mp_place_dp(&cg[0], c, cp[0], NULL)) {
+		long units = 2L * cg[0].n + 2L * cg[0].ne + 1;
+
+		if (!cg[0].is_chain)
+			refine(&cg[0], c, cp[0], rbudget / units);
+		consider(g, c, map[0], cp[0], tmp, place, &best);
 	}
 	/* candidate 3: everything on the fastest device that holds it */
 	if (!mp_place_single(g, c, tmp, NULL)) {
-		t = mp_eval(g, c, tmp);
+		double t = mp_eval(g, c, tmp);
+
 		if (t >= 0 && t < best) {
 			best = t;
 			memcpy(place, tmp, g->n * sizeof(int));
 		}
 	}
-	mp_graph_free(&cg);
-	free(map);
-	free(cp);
+	for (int k = 0; k < 2; k++) {
+		mp_graph_free(&cg[k]);
+		free(map[k]);
+		free(cp[k]);
+	}
 	free(tmp);
 	if (best == DBL_MAX)
 		return mp_set_err(err, -ENOSPC, "%s",

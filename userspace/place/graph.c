@@ -1012,7 +1012,8 @@ static unsigned int lcg(unsigned int *s)
 /*
  * Layers of up to 16 nodes; each node takes 1-3 inputs from the previous
  * two layers.  Times and sizes are drawn in the ranges of the CNN profiles
- * (0.01-2 ms forward, 1-50 MB activations) so comm/compute is realistic.
+ * (0.01-2 ms forward, 10-500 KB activations, up to 400 KB of parameters):
+ * an operator-level graph, whose tensors are smaller than layer outputs.
  */
 int mp_graph_synthetic(struct mp_graph *g, int n, unsigned int seed)
 {
@@ -1049,7 +1050,7 @@ int mp_graph_synthetic(struct mp_graph *g, int n, unsigned int seed)
 		g->members[v].fwd_ms = g->nodes[v].fwd_ms;
 		g->nodes[v].bwd_ms = g->nodes[v].fwd_ms *
 				     (1.0 + (lcg(&seed) % 100) / 100.0);
-		g->members[v].out_bytes = 1e6 + (lcg(&seed) % 49) * 1e6;
+		g->members[v].out_bytes = 1e4 + (lcg(&seed) % 49) * 1e4;
 		g->nodes[v].act_bytes = g->members[v].out_bytes;
 		if (lcg(&seed) % 2) {
 			g->nodes[v].param_bytes = 4.0 * (lcg(&seed) % 100000);
