@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+"""Tests of the Python bindings; prints TAP (ok N - name / not ok N - name)."""
+import errno
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import mercury  # noqa: E402
+
+PROFILES = os.path.abspath(os.path.join(HERE, "..", "..", "..", "..",
+                                        "shared", "profiles"))
+RESNET = os.path.join(PROFILES, "h200", "resnet50.json")
+
+
+def tcp_pair():
+    l = socket.socket()
+    l.bind(("127.0.0.1", 0))
+    l.listen(4)
+    c = socket.create_connection(l.getsockname())
+    a, _ = l.accept()
+    l.close()
+    return c, a
+
+
+def so(sock, opt):
+    return sock.getsockopt(socket.SOL_SOCKET, opt)
+
+
+class TestTagger(unittest.TestCase):
+    def test_priority_lands(self):
+        c, a = tcp_pair()
+        with mercury.Tagger(source="priority") as t:
+            for tag in range(7):
+                t.tag(c, tag)
+                self.assertEqual(so(c, socket.SO_PRIORITY), tag)
+                self.assertEqual(t.get(c), tag)
+            t.tag(c, 6)
+            self.assertEqual(t.stats, {"calls": 8, "syscalls": 7})
+        c.close()
+        a.close()
+
+    def test_value_and_range(self):
+        t = mercury.Tagger(shift=8, mask=0xff)
+        self.assertEqual(t.value(3), 0x300)
+        with self.assertRaises(mercury.MercuryError) as cm:
+            t.value(256)
+        self.assertEqual(cm.exception.errno, errno.ERANGE)
+        self.assertIn("does not fit mask 0xff", str(cm.exception))
+        with self.assertRaises(ValueError):
+            mercury.Tagger(source="dscp")
+
+    @unittest.skipUnless(os.geteuid() == 0, "SO_MARK needs root")
+    def test_mark_lands(self):
+        c, a = tcp_pair()
+        t = mercury.Tagger(source="mark", shift=4, mask=0xf)
+        t.tag(c, 9)
+        self.assertEqual(so(c, socket.SO_MARK), 0x90)
+        c.close()
+        a.close()
+
+    def test_unprivileged_error(self):
+        # A child without capabilities gets EPERM and the reason.
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                if os.geteuid() == 0:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                t = mercury.Tagger(source="priority")
+                t.probe(6)
+                try:
+                    t.probe(7)
+                    out = "no error"
+                except mercury.MercuryError as e:
+                    out = "%d %s" % (e.errno, e.strerror)
+            except BaseException as e:  # report, never run the parent's tests
+                out = "crash %r" % e
+            os.write(w, out.encode())
+            os._exit(0)
+        os.close(w)
+        out = os.read(r, 4096).decode()
+        os.close(r)
+        os.waitpid(pid, 0)
+        self.assertTrue(out.startswith("%d " % errno.EPERM), out)
+        self.assertIn("SO_PRIORITY 7 needs CAP_NET_ADMIN", out)
+
+    def test_env(self):
+        os.environ.update(MERCURY_TAG_SOURCE="priority", MERCURY_SHIFT="1",
+                          MERCURY_MASK="3")
+        try:
+            t = mercury.Tagger(from_env=True)
+            self.assertEqual(t.value(3), 6)
+        finally:
+            for k in ("MERCURY_TAG_SOURCE", "MERCURY_SHIFT", "MERCURY_MASK"):
+                del os.environ[k]
+
+    def test_log_callback(self):
+        seen = []
+        mercury.set_log(lambda lvl, msg: seen.append(msg))
+        try:
+            with self.assertRaises(mercury.MercuryError):
+                mercury.Tagger(mask=1).value(2)
+        finally:
+            mercury.set_log(None)
+        self.assertEqual(seen, ["tag 2 does not fit mask 0x1"])
+
+
+class TestPlan(unittest.TestCase):
+    def test_loads_and_lookup(self):
+        p = mercury.Plan.loads(json.dumps({
+            "model": "x", "priorities": [
+                {"tensor": "a.weight", "tag": 2, "bytes": 40},
+                {"tensor": "b.weight", "tag": 1, "bytes": 8,
+                 "src": "gpu0", "dst": "ps0"}]}))
+        self.assertEqual(len(p), 2)
+        self.assertEqual(p["a.weight"], 2)
+        self.assertEqual(p.get("nope", 0), 0)
+        self.assertNotIn("nope", p)
+        with self.assertRaises(KeyError):
+            p["nope"]
+        self.assertEqual(list(p.entries())[1],
+                         ("b.weight", 1, 8, "gpu0", "ps0"))
+
+    def test_malformed(self):
+        for text, err, msg in [
+                ("{", errno.EINVAL, "truncated"),
+                ('{"priorities": [{"tensor": "a", "tag": 0}]}', errno.ERANGE,
+                 "tag 0 outside"),
+                ('{"priorities": [{"tensor": "a", "tag": "1"}]}',
+                 errno.EINVAL, '"tag" must be an integer')]:
+            with self.assertRaises(mercury.MercuryError) as cm:
+                mercury.Plan.loads(text)
+            self.assertEqual(cm.exception.errno, err)
+            self.assertIn(msg, cm.exception.strerror)
+        with self.assertRaises(mercury.MercuryError) as cm:
+            mercury.Plan.load("/nonexistent.json")
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+
+    @unittest.skipUnless(os.path.exists(RESNET), "no ../shared/profiles")
+    def test_profile_and_save(self):
+        p = mercury.Plan.from_profile(RESNET)
+        with open(RESNET) as f:
+            prof = json.load(f)
+        self.assertEqual(len(p), len(prof["grad_ready"]))
+        self.assertEqual(sorted(p[n] for n in p),
+                         list(range(1, len(p) + 1)))
+        # The forward pass's first module is the most urgent, fc the least.
+        self.assertEqual(p["conv1.weight"], 1)
+        self.assertEqual(p["fc.weight"], len(p))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.json")
+            p.save(path)
+            q = mercury.Plan.load(path)
+            self.assertEqual(list(q.entries()), list(p.entries()))
+        m = mercury.Plan.from_profile(RESNET, levels=8)
+        self.assertEqual(m.max_tag, 8)
+
+
+class TestChannels(unittest.TestCase):
+    def test_frame(self):
+        h = mercury.frame_encode(7, 3, 100, 40, 60)
+        self.assertEqual(len(h), mercury.FRAME_HDR_LEN)
+        self.assertEqual(h[:4], b"MRCY")
+        self.assertEqual(mercury.frame_decode(h), {
+            "tensor_id": 7, "tag": 3, "total_len": 100, "offset": 40,
+            "chunk_len": 60})
+        with self.assertRaises(mercury.MercuryError) as cm:
+            mercury.frame_decode(b"X" + h[1:])
+        self.assertEqual(cm.exception.errno, errno.EBADMSG)
+
+    def test_pick_never_behind_less_urgent(self):
+        pairs = [socket.socketpair() for _ in range(2)]
+        cs = mercury.ChannelSet([p[0] for p in pairs], no_tag=True,
+                                outq=mercury.OUTQ_MANUAL)
+        i = cs.pick(5)
+        cs.commit(i, 5, 1000)
+        self.assertEqual(cs.queued(i), (1000, 5))
+        self.assertNotEqual(cs.pick(2), i)
+        self.assertEqual(cs.pick(7), i)
+        cs.drained(i, 1000)
+        self.assertEqual(cs.queued(i), (0, 0))
+        cs.close()
+
+    def test_send_receive(self):
+        l = socket.socket()
+        l.bind(("127.0.0.1", 0))
+        l.listen(4)
+        port = l.getsockname()[1]
+        cs = mercury.ChannelSet.connect("127.0.0.1", port, 2,
+                                        source="priority", chunk_size=4096)
+        conns = [l.accept()[0] for _ in range(2)]
+        rx = mercury.Receiver(conns)
+        tensors = {i: os.urandom(10000 + i) for i in range(6)}
+        got = {}
+
+        def recv():
+            try:
+                while True:
+                    rx.poll(5000)
+                    for tid, tag, data in rx:
+                        got[tid] = (tag, data)
+            except mercury.MercuryError as e:
+                if e.errno != errno.ENOTCONN:
+                    raise
+
+        th = threading.Thread(target=recv)
+        th.start()
+        for tid, data in tensors.items():
+            # bytes, bytearray and memoryview all work, no copies needed
+            buf = [data, bytearray(data), memoryview(data)][tid % 3]
+            cs.send(tid, 6 - tid, buf)
+        self.assertEqual(cs.stats["bytes"], sum(map(len, tensors.values())))
+        for i in range(len(cs)):
+            with socket.socket(fileno=os.dup(cs.fileno(i))) as s:
+                self.assertIn(so(s, socket.SO_PRIORITY), range(1, 7))
+        cs.close()
+        th.join(10)
+        self.assertEqual(got, {t: (6 - t, d) for t, d in tensors.items()})
+        for c in conns:
+            c.close()
+        l.close()
+
+    def test_receiver_feed(self):
+        rx = mercury.Receiver()
+        rx.add()
+        data = b"0123456789"
+        stream = (mercury.frame_encode(1, 2, 10, 5, 5) + data[5:] +
+                  mercury.frame_encode(1, 2, 10, 0, 5) + data[:5])
+        done = sum(rx.feed(0, stream[i:i + 3])
+                   for i in range(0, len(stream), 3))
+        self.assertEqual(done, 1)
+        self.assertEqual(rx.next(), (1, 2, data))
+        self.assertIsNone(rx.next())
+
+
+class TapResult(unittest.TextTestResult):
+    """unittest result that prints one TAP line per test."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.n = 0
+
+    def _line(self, ok, test, extra=""):
+        self.n += 1
+        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n,
+                                test.id().split(".", 1)[1], extra))
+        sys.stdout.flush()
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._line(True, test)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._line(False, test)
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._line(False, test)
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._line(True, test, " # SKIP " + reason)
+
+
+if __name__ == "__main__":
+    suite = unittest.defaultTestLoader.loadTestsFromModule(
+        sys.modules[__name__])
+    print("1..%d" % suite.countTestCases())
+    runner = unittest.TextTestRunner(resultclass=TapResult, verbosity=0,
+                                     stream=sys.stderr)
+    res = runner.run(suite)
+    sys.exit(0 if res.wasSuccessful() else 1)
