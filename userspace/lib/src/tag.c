@@ -181,7 +181,8 @@ static int perm_error(const struct mercury_tagger *t, uint32_t value)
 				   "or have the administrator set the mark by port "
 				   "(nft ... meta mark set)");
 	return mercury_err(EPERM,
-			   "SO_PRIORITY %u needs CAP_NET_ADMIN; without it only "
+			   "SO_PRIORITY %u needs CAP_NET_ADMIN (or CAP_NET_RAW); "
+			   "without it only "
 			   "priorities 0..6 are allowed (tags 0..6 with shift 0), "
 			   "or have the administrator set a mark by port", value);
 }
