@@ -1,0 +1,626 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Unit tests for mercury-place: parsing (hand-made profiles with known
+ * answers and the shared profiles' published totals), the engine against a
+ * schedule worked out by hand, every algorithm's invariants on real
+ * profiles, the chain programme against brute force, the priority plan and
+ * every kind of bad input, through the library and through the CLI.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <json.h>
+
+#include "place.h"
+
+static char path_buf[4096];
+
+static const char *data(const char *name)
+{
+	const char *d = getenv("MP_TESTDATA");
+
+	snprintf(path_buf, sizeof(path_buf), "%s/%s", d ? d : "tests/data",
+		 name);
+	return path_buf;
+}
+
+static const char *profile(const char *name)
+{
+	const char *d = getenv("MP_PROFILES");
+
+	snprintf(path_buf, sizeof(path_buf), "%s/%s",
+		 d ? d : "../../../shared/profiles", name);
+	return path_buf;
+}
+
+static int have_profiles(void)
+{
+	return access(profile("h200/resnet50.json"), R_OK) == 0;
+}
+
+static int member(const struct mp_graph *g, const char *name)
+{
+	for (int m = 0; m < g->nm; m++)
+		if (!strcmp(g->members[m].name, name))
+			return m;
+	return -1;
+}
+
+/* ---- parsing ------------------------------------------------------------ */
+
+static void test_h200_small(void **state)
+{
+	struct mp_graph g;
+	struct mp_err err;
+	int a, relu, b, c, vis;
+
+	(void)state;
+	assert_int_equal(mp_graph_load(data("small_h200.json"), &g, &err), 0);
+	assert_string_equal(g.format, "h200");
+	assert_string_equal(g.model, "small");
+	/* relu is called twice: {relu, b} is one group */
+	assert_int_equal(g.nm, 5);
+	assert_int_equal(g.n, 3);
+	a = member(&g, "a");
+	relu = member(&g, "relu");
+	b = member(&g, "b");
+	c = member(&g, "c");
+	vis = member(&g, "vis");
+	assert_int_equal(g.members[relu].node, g.members[b].node);
+	assert_int_not_equal(g.members[a].node, g.members[b].node);
+	/* never-called module follows the prefix rule: first call (a) */
+	assert_int_equal(g.members[vis].node, g.members[a].node);
+	/* spans: a 0..1.5, relu 0.5 + 1.0, b 2.0, c 5.0..7.0 */
+	assert_float_equal(g.nodes[g.members[a].node].fwd_ms, 1.5, 1e-12);
+	assert_float_equal(g.nodes[g.members[b].node].fwd_ms, 3.5, 1e-12);
+	assert_float_equal(g.nodes[g.members[c].node].fwd_ms, 2.0, 1e-12);
+	assert_float_equal(g.members[b].off_ms, 1.5, 1e-12);
+	/* backward from grad_ready, scaled to 12 ms */
+	assert_float_equal(g.nodes[g.members[a].node].bwd_ms, 60.0 / 7, 1e-9);
+	assert_float_equal(g.nodes[g.members[b].node].bwd_ms, 84.0 / 38.5, 1e-9);
+	assert_float_equal(g.nodes[g.members[c].node].bwd_ms, 48.0 / 38.5, 1e-9);
+	/* activations: every call's output */
+	assert_float_equal(g.nodes[g.members[b].node].act_bytes, 500, 0);
+	/* parameters: a.weight, vis.weight and the module-less pos go to a */
+	assert_int_equal(g.np, 4);
+	assert_float_equal(g.nodes[g.members[a].node].param_bytes, 72, 0);
+	assert_float_equal(g.nodes[g.members[b].node].param_bytes, 80, 0);
+	/* edges: a -> group (100 B), group -> c (relu's last output, 200 B) */
+	assert_int_equal(g.ne, 2);
+	for (int i = 0; i < g.ne; i++) {
+		if (g.edges[i].src_member == a)
+			assert_float_equal(g.edges[i].bytes, 100, 0);
+		else
+			assert_float_equal(g.edges[i].bytes, 200, 0);
+	}
+	assert_true(g.is_chain);
+	mp_graph_free(&g);
+}
+
+static void test_pipedream_small(void **state)
+{
+	struct mp_graph g;
+	struct mp_err err;
+
+	(void)state;
+	assert_int_equal(mp_graph_load(data("small.graph.txt"), &g, &err), 0);
+	assert_string_equal(g.format, "pipedream");
+	assert_string_equal(g.model, "small");
+	assert_int_equal(g.n, 4);
+	assert_int_equal(g.ne, 4);
+	assert_false(g.is_chain);
+	/* multi-output activation [100; 20.5; 20.5] is summed */
+	assert_float_equal(g.nodes[2].act_bytes, 141.0, 0);
+	assert_float_equal(g.nodes[1].fwd_ms, 1.5, 0);
+	assert_float_equal(g.nodes[1].bwd_ms, 3.0, 0);
+	assert_int_equal(g.np, 2);
+	assert_string_equal(g.params[0].name, "node2.param");
+	assert_float_equal(g.params[0].bytes, 400, 0);
+	assert_string_equal(g.params[1].name, "node3.param");
+	mp_graph_free(&g);
+}
+
+/* Published totals from ../shared/profiles/README.md. */
+static void test_real_profiles_totals(void **state)
+{
+	static const struct {
+		const char *file;
+		double fwd, bwd, param_mb;
+		int tensors;
+	} cases[] = {
+		{ "h200/resnet50.json", 22.1466, 23.3864, 102.2, 161 },
+		{ "h200/vgg16.json", 11.3898, 18.197, 553.4, 32 },
+		{ "h200/bert_large.json", 47.7526, 41.3807, 1340.7, 394 },
+		{ "h200/gpt2_xl.json", 80.4078, 119.6887, 6230.4, 580 },
+		{ "pipedream/vgg16.graph.txt", 251.9, 438.6, 553.4, -1 },
+		{ "pipedream/resnet50.graph.txt", 201.5, 260.9, 102.2, -1 },
+		{ "pipedream/inception_v3.graph.txt", 311.0, 399.8, 108.6, -1 },
+	};
+
+	(void)state;
+	if (!have_profiles())
+		skip();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct mp_graph g;
+		struct mp_err err;
+		double f = 0, b = 0, p = 0;
+
+		assert_int_equal(mp_graph_load(profile(cases[i].file), &g, &err),
+				 0);
+		for (int v = 0; v < g.n; v++) {
+			f += g.nodes[v].fwd_ms;
+			b += g.nodes[v].bwd_ms;
+			p += g.nodes[v].param_bytes;
+		}
+		assert_float_equal(f, cases[i].fwd, 0.06);
+		assert_float_equal(b, cases[i].bwd, 0.06);
+		assert_float_equal(p / 1e6, cases[i].param_mb, 0.06);
+		if (cases[i].tensors > 0)
+			assert_int_equal(g.np, cases[i].tensors);
+		mp_graph_free(&g);
+	}
+}
+
+static void test_cluster_parse(void **state)
+{
+	struct mp_cluster c;
+	struct mp_err err;
+
+	(void)state;
+	assert_int_equal(mp_cluster_parse(
+		"{\"devices\": [{\"name\": \"a\", \"memory_bytes\": 8e10, \"speed\": 2.0},"
+		" {\"name\": \"b\", \"memory_bytes\": 4e10}],"
+		" \"network\": {\"bandwidth_Bps\": 1e10, \"latency_s\": 1e-5},"
+		" \"links\": [{\"src\": \"a\", \"dst\": \"b\", \"bandwidth_Bps\": 1e11}]}",
+		&c, &err), 0);
+	assert_int_equal(c.d, 2);
+	assert_float_equal(c.dev[0].speed, 2.0, 0);
+	assert_float_equal(c.dev[1].speed, 1.0, 0);
+	assert_float_equal(c.dev[1].memory_bytes, 4e10, 0);
+	/* 1e9 bytes over the 1e11 B/s link + 10 us, both directions */
+	assert_float_equal(mp_xfer_ms(&c, 0, 1, 1e9), 10.01, 1e-9);
+	assert_float_equal(mp_xfer_ms(&c, 1, 0, 1e9), 10.01, 1e-9);
+	assert_float_equal(mp_xfer_ms(&c, 1, 1, 1e9), 0, 0);
+	assert_false(c.uniform);
+	mp_cluster_free(&c);
+}
+
+static void test_bad_inputs(void **state)
+{
+	static const struct {
+		const char *file, *needle;
+	} bad[] = {
+		{ "cycle.graph.txt", "cycle" },
+		{ "missing.graph.txt", "missing node" },
+		{ "negative.graph.txt", "negative" },
+		{ "nonnumeric.graph.txt", "not a number" },
+		{ "truncated.json", "not valid JSON" },
+		{ "unknown_module.json", "unknown module zzz" },
+		{ "negative_h200.json", ">= 0" },
+		{ "cycle_h200.json", "cycle" },
+		{ "does-not-exist.json", "No such file" },
+	};
+	static const struct {
+		const char *file, *needle;
+	} badc[] = {
+		{ "cluster_negative.json", "memory_bytes" },
+		{ "cluster_dup.json", "twice" },
+		{ "cluster_empty.json", "non-empty" },
+		{ "small.graph.txt", "cannot read cluster" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct mp_graph g;
+		struct mp_err err = { "" };
+
+		assert_int_not_equal(mp_graph_load(data(bad[i].file), &g, &err), 0);
+		if (!strstr(err.msg, bad[i].needle))
+			fail_msg("%s: '%s' lacks '%s'", bad[i].file, err.msg,
+				 bad[i].needle);
+	}
+	for (size_t i = 0; i < sizeof(badc) / sizeof(badc[0]); i++) {
+		struct mp_cluster c;
+		struct mp_err err = { "" };
+
+		assert_int_not_equal(mp_cluster_load(data(badc[i].file), &c, &err),
+				     0);
+		if (!strstr(err.msg, badc[i].needle))
+			fail_msg("%s: '%s' lacks '%s'", badc[i].file, err.msg,
+				 badc[i].needle);
+	}
+}
+
+static void test_does_not_fit(void **state)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_err err;
+	int place[4];
+
+	(void)state;
+	assert_int_equal(mp_graph_load(data("small.graph.txt"), &g, &err), 0);
+	assert_int_equal(mp_cluster_load(data("tiny.json"), &c, &err), 0);
+	for (int a = 0; a < MP_ALGO_COUNT; a++) {
+		err.msg[0] = 0;
+		assert_int_equal(mp_place(&g, &c, a, place, &err), -ENOSPC);
+		assert_non_null(strstr(err.msg, "bytes"));
+	}
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
+}
+
+/* ---- the engine and the simulator ---------------------------------------- */
+
+/* The small pipedream graph split 0,0 | 1,1 at 1 MB/s: see the comments. */
+static void test_engine_by_hand(void **state)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_err err;
+	struct mp_plan p;
+	int place[4] = { 0, 0, 1, 1 };
+
+	(void)state;
+	assert_int_equal(mp_graph_load(data("small.graph.txt"), &g, &err), 0);
+	assert_int_equal(mp_cluster_load(data("two_1MBps.json"), &c, &err), 0);
+	/*
+	 * F2 0-1.5 | node2's 1000 B to gpu1 1.5-2.5 | F3 2.5-4.5 | F4 -4.75
+	 * B4 4.75 | B3 -7.25 | gradient back 7.25-8.25 | B2 8.25-11.25
+	 */
+	assert_float_equal(mp_eval(&g, &c, place), 11.25, 1e-12);
+	assert_int_equal(mp_plan_build(&g, &c, MP_ALGO_MERCURY, place, 0, &p,
+				       &err), 0);
+	assert_float_equal(p.sim_ms, 11.25, 1e-12);
+	assert_int_equal(p.nprio, 4);
+	assert_string_equal(p.prio[0].tensor, "act:node2->node3");
+	assert_float_equal(p.prio[0].deadline_ms, 2.5, 1e-12);
+	assert_int_equal(p.prio[0].src, 0);
+	assert_int_equal(p.prio[0].dst, 1);
+	assert_float_equal(p.prio[0].bytes, 1000, 0);
+	assert_string_equal(p.prio[1].tensor, "actgrad:node3->node2");
+	assert_float_equal(p.prio[1].deadline_ms, 8.25, 1e-12);
+	assert_int_equal(p.prio[1].src, 1);
+	assert_string_equal(p.prio[2].tensor, "node2.param");
+	assert_float_equal(p.prio[2].deadline_ms, 11.25, 1e-12);
+	assert_string_equal(p.prio[3].tensor, "node3.param");
+	assert_float_equal(p.prio[3].deadline_ms, 13.75, 1e-12);
+	assert_int_equal(p.prio[3].src, 1);
+	assert_int_equal(p.prio[3].dst, 1);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(p.prio[i].tag, i + 1);
+	/* static memory: nodes + one received copy and one gradient each way */
+	assert_float_equal(p.mem[0], 0 + 3 * 400 + 1000 + 1000, 0);
+	assert_float_equal(p.mem[1], 3 * 800 + 141 + 500 + 1000, 0);
+	mp_plan_free(&p);
+	/* on one device there is no transfer: the sum of compute */
+	memset(place, 0, sizeof(place));
+	assert_float_equal(mp_eval(&g, &c, place), 1.5 + 2 + 0.25 + 3 + 2.5,
+			   1e-12);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
+}
+
+/* Every algorithm on real profiles: placed, fits, dependencies, agreement. */
+static void check_invariants(const char *file, int ndev, double mem_factor)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_err err;
+	struct mp_bound lb;
+	double mem = 80e9;
+	int *place;
+
+	assert_int_equal(mp_graph_load(profile(file), &g, &err), 0);
+	if (mem_factor > 0)
+		mem = mem_factor * mp_graph_mem(&g) / ndev;
+	mp_cluster_make(&c, ndev, mem, 1.0, 12.5e9, 1e-5);
+	mp_lower_bound(&g, &c, &lb);
+	place = mp_calloc(g.n, sizeof(int));
+	for (int a = 0; a < MP_ALGO_COUNT; a++) {
+		struct mp_units U;
+		struct mp_sched S;
+		struct mp_sim sim;
+		double *st = mp_calloc(c.d, sizeof(double));
+		int ret;
+
+		for (int v = 0; v < g.n; v++)
+			place[v] = -1;
+		ret = mp_place(&g, &c, a, place, &err);
+		if (ret) {
+			/* allowed only as a clean memory refusal */
+			assert_int_equal(ret, -ENOSPC);
+			assert_int_not_equal(a, MP_ALGO_MERCURY);
+			free(st);
+			continue;
+		}
+		for (int v = 0; v < g.n; v++)
+			assert_in_range(place[v], 0, c.d - 1);
+		assert_int_equal(mp_mem_ok(&g, &c, place, &err), 0);
+		assert_int_equal(mp_units_build(&g, &c, place, &U), 0);
+		assert_int_equal(mp_sched_run(&U, &S), 0);
+		/* the simulator checks every edge and resource overlap */
+		ret = mp_sim_run(&g, &c, place, &U, &S, &sim, &err);
+		if (ret)
+			fail_msg("%s %s: %s", file, mp_algo_name(a), err.msg);
+		assert_true(sim.step_ms == S.step_ms);
+		assert_true(sim.step_ms >= lb.lb_ms * (1 - 1e-12));
+		mp_mem_static(&g, &c, place, st);
+		for (int d = 0; d < c.d; d++) {
+			assert_true(sim.peak_mem[d] <= st[d] * (1 + 1e-12));
+			assert_true(st[d] <= c.dev[d].memory_bytes);
+		}
+		mp_sim_free(&sim);
+		mp_sched_free(&S);
+		mp_units_free(&U);
+		free(st);
+	}
+	free(place);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
+}
+
+static void test_invariants_roomy(void **state)
+{
+	static const char *const files[] = {
+		"h200/resnet50.json", "h200/inception_v3.json", "h200/gpt2.json",
+		"h200/vit_b_16.json", "pipedream/gnmt.graph.txt",
+		"pipedream/inception_v3.graph.txt",
+	};
+
+	(void)state;
+	if (!have_profiles())
+		skip();
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		for (int d = 2; d <= 8; d *= 2)
+			check_invariants(files[i], d, 0);
+}
+
+static void test_invariants_tight(void **state)
+{
+	static const char *const files[] = {
+		"h200/gpt2.json", "h200/bert_large.json", "pipedream/gnmt.graph.txt",
+		"pipedream/resnet50.graph.txt", "pipedream/squeezenet1_0.graph.txt",
+	};
+
+	(void)state;
+	if (!have_profiles())
+		skip();
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		for (int d = 2; d <= 4; d *= 2)
+			check_invariants(files[i], d, 1.5);
+}
+
+/* The chain programme equals brute force over all placements. */
+static void test_dp_chain_exact(void **state)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_err err;
+	int place[5], try[5], n;
+	double best = 1e300, dp, merc;
+
+	(void)state;
+	assert_int_equal(mp_graph_synthetic(&g, 5, 7), 0);
+	/* make it a chain: keep edges i -> i+1 only */
+	free(g.out_off);
+	free(g.out_e);
+	free(g.in_off);
+	free(g.in_e);
+	free(g.topo);
+	g.ne = 0;
+	for (int v = 0; v + 1 < 5; v++) {
+		g.edges[g.ne].src = v;
+		g.edges[g.ne].dst = v + 1;
+		g.edges[g.ne].src_member = v;
+		g.edges[g.ne].dst_member = v + 1;
+		g.edges[g.ne].bytes = 2e4 * (v + 1);
+		g.ne++;
+	}
+	assert_int_equal(mp_graph_finish(&g, &err), 0);
+	assert_true(g.is_chain);
+	n = g.n;
+	/* three devices, each holding a bit more than 40% of the model */
+	mp_cluster_make(&c, 3, 0.45 * mp_graph_mem(&g), 1.0, 1e8, 1e-5);
+	for (int code = 0; code < 243; code++) {
+		double t;
+
+		for (int v = 0, x = code; v < n; v++, x /= 3)
+			try[v] = x % 3;
+		if (mp_mem_ok(&g, &c, try, NULL))
+			continue;
+		t = mp_eval(&g, &c, try);
+		if (t < best)
+			best = t;
+	}
+	assert_true(best < 1e300);
+	assert_int_equal(mp_place(&g, &c, MP_ALGO_DP, place, &err), 0);
+	dp = mp_eval(&g, &c, place);
+	assert_float_equal(dp, best, 1e-9);
+	assert_int_equal(mp_place(&g, &c, MP_ALGO_MERCURY, place, &err), 0);
+	merc = mp_eval(&g, &c, place);
+	assert_float_equal(merc, best, 1e-9);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
+}
+
+static void test_coarsen_keeps_dag(void **state)
+{
+	struct mp_graph g, cg;
+	struct mp_cluster c;
+	int *map;
+
+	(void)state;
+	assert_int_equal(mp_graph_synthetic(&g, 3000, 3), 0);
+	mp_cluster_make(&c, 4, 80e9, 1.0, 12.5e9, 1e-5);
+	map = mp_calloc(g.n, sizeof(int));
+	assert_int_equal(mp_coarsen(&g, &c, &cg, map), 0);
+	assert_true(cg.n < g.n);
+	/* the groups' sums are the nodes' sums, and groups follow edges */
+	{
+		double a = 0, b = 0;
+
+		for (int v = 0; v < g.n; v++)
+			a += g.nodes[v].fwd_ms;
+		for (int v = 0; v < cg.n; v++)
+			b += cg.nodes[v].fwd_ms;
+		assert_float_equal(a, b, 1e-6);
+		assert_float_equal(mp_graph_mem(&g), mp_graph_mem(&cg), 1);
+	}
+	mp_graph_free(&cg);
+	free(map);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
+}
+
+/* ---- the priority plan -------------------------------------------------- */
+
+static void test_priorities_resnet50(void **state)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_err err;
+	struct mp_plan p;
+	int *place, *seen;
+
+	(void)state;
+	if (!have_profiles())
+		skip();
+	assert_int_equal(mp_graph_load(profile("h200/resnet50.json"), &g, &err),
+			 0);
+	mp_cluster_make(&c, 1, 80e9, 1.0, 12.5e9, 1e-5);
+	place = mp_calloc(g.n, sizeof(int));
+	assert_int_equal(mp_place(&g, &c, MP_ALGO_MERCURY, place, &err), 0);
+	assert_int_equal(mp_plan_build(&g, &c, MP_ALGO_MERCURY, place, 0, &p,
+				       &err), 0);
+	/* one device: exactly the 161 gradients, first layer first */
+	assert_int_equal(p.nprio, 161);
+	assert_string_equal(p.prio[0].tensor, "conv1.weight");
+	assert_float_equal(p.prio[0].bytes, 4.0 * 9408, 0);
+	/* one layer's tensors: reverse of the measured backward order */
+	assert_string_equal(p.prio[1].tensor, "bn1.bias");
+	assert_string_equal(p.prio[2].tensor, "bn1.weight");
+	assert_string_equal(p.prio[159].tensor, "fc.bias");
+	assert_string_equal(p.prio[160].tensor, "fc.weight");
+	seen = mp_calloc(g.np, sizeof(int));
+	for (int i = 0; i < p.nprio; i++) {
+		assert_int_equal(p.prio[i].tag, i + 1);
+		if (i)
+			assert_true(p.prio[i].deadline_ms >=
+				    p.prio[i - 1].deadline_ms);
+		for (int k = 0; k < g.np; k++)
+			if (!strcmp(g.params[k].name, p.prio[i].tensor))
+				seen[k]++;
+	}
+	for (int k = 0; k < g.np; k++)
+		assert_int_equal(seen[k], 1);
+	free(seen);
+	mp_plan_free(&p);
+	free(place);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
+}
+
+/* ---- the CLI ------------------------------------------------------------ */
+
+static int run(const char *cmd, char *out, size_t len)
+{
+	FILE *f = popen(cmd, "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(out, 1, len - 1, f);
+	out[n] = 0;
+	return WEXITSTATUS(pclose(f));
+}
+
+static void test_cli(void **state)
+{
+	char cmd[8192], *out = mp_calloc(1 << 22, 1);
+	struct json_object *j, *v;
+	char tmp[] = "/tmp/mp-test-XXXXXX";
+	int fd;
+
+	(void)state;
+	/* usage errors exit 2, bad data 1, -j gives {"error": ...} */
+	assert_int_equal(run("./mercury-place 2>/dev/null", out, 1 << 22), 2);
+	assert_int_equal(run("./mercury-place --profile x 2>/dev/null", out,
+			     1 << 22), 2);
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -p %s -c %s --algo nope 2>/dev/null",
+		 "x", "y");
+	assert_int_equal(run(cmd, out, 1 << 22), 2);
+	snprintf(cmd, sizeof(cmd), "./mercury-place -j -p %s -c %s/two_1MBps.json",
+		 data("cycle.graph.txt"), getenv("MP_TESTDATA") ?
+		 getenv("MP_TESTDATA") : "tests/data");
+	assert_int_equal(run(cmd, out, 1 << 22), 1);
+	j = json_tokener_parse(out);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "error", &v));
+	assert_non_null(strstr(json_object_get_string(v), "cycle"));
+	json_object_put(j);
+	/* a plan file with every key and every module */
+	if (!have_profiles()) {
+		free(out);
+		return;
+	}
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place --profile %s --cluster clusters/h100x4.json -o %s",
+		 profile("h200/vit_b_16.json"), tmp);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	j = json_object_from_file(tmp);
+	unlink(tmp);
+	assert_non_null(j);
+	{
+		static const char *const keys[] = { "model", "algorithm",
+			"solve_ms", "step_time_ms", "lower_bound_ms", "placement",
+			"memory_bytes", "priorities" };
+
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			assert_true(json_object_object_get_ex(j, keys[i], &v));
+	}
+	json_object_object_get_ex(j, "placement", &v);
+	/* every module of the profile, including uncalled out_proj */
+	assert_int_equal(json_object_object_length(v), 112);
+	assert_true(json_object_object_get_ex(v,
+		"encoder.layers.encoder_layer_8.self_attention.out_proj", NULL));
+	json_object_object_get_ex(j, "priorities", &v);
+	assert_int_equal(json_object_array_length(v), 152);
+	json_object_object_get_ex(j, "algorithm", &v);
+	assert_string_equal(json_object_get_string(v), "mercury");
+	json_object_put(j);
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_h200_small),
+		cmocka_unit_test(test_pipedream_small),
+		cmocka_unit_test(test_real_profiles_totals),
+		cmocka_unit_test(test_cluster_parse),
+		cmocka_unit_test(test_bad_inputs),
+		cmocka_unit_test(test_does_not_fit),
+		cmocka_unit_test(test_engine_by_hand),
+		cmocka_unit_test(test_invariants_roomy),
+		cmocka_unit_test(test_invariants_tight),
+		cmocka_unit_test(test_dp_chain_exact),
+		cmocka_unit_test(test_coarsen_keeps_dag),
+		cmocka_unit_test(test_priorities_resnet50),
+		cmocka_unit_test(test_cli),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
