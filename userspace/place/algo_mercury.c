@@ -567,7 +567,12 @@ int mp_place_mercury(const struct mp_graph *g, const struct mp_cluster *c,
 		int *p = mp_calloc(g->n, sizeof(int));
 
 		if (!mp_place_dp(g, c, p, NULL)) {
-			double t = mp_eval(g, c, p);
+			double t;
+
+			if (!g->is_chain)
+				refine(g, c, p, rbudget /
+				       (2L * g->n + 2L * g->ne + 1));
+			t = mp_eval(g, c, p);
 
 			if (t >= 0 && t < best) {
 				best = t;

@@ -433,7 +433,7 @@ static int bench_regime(char **files, int nf, int tight, FILE *dat,
 	static const int devs[] = { 2, 4, 8 };
 
 	printf("\n== %s memory: %s ==\n", tight ? "tight" : "roomy",
-	       tight ? "each device holds 1.25 x (model / devices), so the model must be split" :
+	       tight ? "each device holds 1.5 x (model / devices) (at least 2.5 x its largest node), so the model must be split" :
 	       "80 GB per device (the issue's example), 12.5 GB/s, 10 us");
 	printf("%-24s %2s %10s", "model", "D", "lb_ms");
 	for (int a = 0; a < MP_ALGO_COUNT; a++)
@@ -460,7 +460,7 @@ static int bench_regime(char **files, int nf, int tight, FILE *dat,
 			int bb = -1;
 
 			if (tight) {
-				mem = 1.25 * mp_graph_mem(&g) / devs[k];
+				mem = 1.5 * mp_graph_mem(&g) / devs[k];
 				for (int v = 0; v < g.n; v++)
 					if (2.5 * mp_node_mem(&g, v) > mem)
 						mem = 2.5 * mp_node_mem(&g, v);
