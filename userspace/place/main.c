@@ -340,7 +340,7 @@ static int cmd_compare(int argc, char **argv)
 			fclose(f);
 			gp = mp_calloc(4096, 1);
 			snprintf(gp, 4096,
-				 "set terminal pngcairo size 800,500\n"
+				 "set terminal pngcairo size 800,500 noenhanced\n"
 				 "set output '%s'\n"
 				 "set title '%s on %d devices: step time / lower bound (0 = failed)'\n"
 				 "set style fill solid 0.7\nset boxwidth 0.6\n"
@@ -578,8 +578,10 @@ static int cmd_bench(int argc, char **argv)
 		 "set title 'Simulated step time / lower bound (roomy then tight memory)'\n"
 		 "set xtics rotate by 90 right font ',7'\n"
 		 "set ylabel 'step / lower bound'\nset grid y\nset key top left\n"
-		 "set datafile missing 'nan'\n"
-		 "plot for [i=3:9] '%s' using 0:i:xtic(1) with points pt 7 ps 0.8 title columnhead(i)\n",
+		 "set datafile missing 'nan'\nset termoption noenhanced\n"
+		 "set logscale y\nset yrange [0.95:*]\n"
+		 "plot for [i=9:4:-1] '%s' using 0:i:xtic(1) with points pt 7 ps 0.7 title columnhead(i), "
+		 "'' using 0:3 with points pt 6 ps 1.6 lw 2 lc rgb 'black' title columnhead(3)\n",
 		 pngpath, datpath);
 	gnuplot(gp);
 	free(gp);
@@ -605,6 +607,9 @@ int main(int argc, char **argv)
 {
 	const struct cmd *hit = NULL;
 	size_t len;
+
+	/* 10 significant digits: exact enough, and no 45.557499999999997 */
+	json_c_set_serialization_double_format("%.10g", JSON_C_OPTION_GLOBAL);
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "-j") || !strcmp(argv[i], "--json"))
