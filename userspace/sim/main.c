@@ -66,8 +66,10 @@ static void usage(void)
 "  --partition BYTES    bytesched partition (default 4000000 = 1M fp32)\n"
 "  --credit BYTES       bytesched credit window (default 16000000)\n"
 "  --msg-overhead TIME  start-up cost per partition/slice (default 50us)\n"
-"  --slice BYTES        cut tensors into independently aggregated messages\n"
-"                       for fifo/prio/mercury/ideal too (default 0: whole)\n"
+"  --slice BYTES        cut tensors into separate framework messages for\n"
+"                       fifo/prio/mercury/ideal too (default 0: whole)\n"
+"  --chunk BYTES        immediate-aggregation unit of fifo/prio/mercury/ideal\n"
+"                       (default 65536; bytesched aggregates partitions)\n"
 "  --mtu BYTES          IP MTU: Mercury's preemption unit (default 1500)\n"
 "  --header BYTES       wire header bytes per packet (default 66)\n"
 "  --iterations N       simulated iterations, the first is warm-up (default 5)\n"
@@ -283,6 +285,12 @@ static void simulate(const struct msim_profile *prof, struct msim_params *p,
 		if (scheme >= 0 && s != scheme)
 			continue;
 		ret = msim_run(prof, p, s, &pt->r[s]);
+		if (ret == -E2BIG)
+			die(EXIT_USAGE,
+			    "%s: %s cuts %s into more than %d chunks; use a larger value",
+			    msim_scheme_name(s), s == MSIM_BYTESCHED ?
+			    "--partition" : "--chunk", prof->model,
+			    MSIM_MAX_CHUNKS);
 		if (ret)
 			die(EXIT_DATA, "simulating %s failed: %s",
 			    msim_scheme_name(s), strerror(-ret));
@@ -294,7 +302,7 @@ enum {
 	OPT_PROFILE = 256, OPT_WORKERS, OPT_SERVERS, OPT_BANDWIDTH,
 	OPT_LATENCY, OPT_SCHEME, OPT_PARTITION, OPT_CREDIT, OPT_OVERHEAD,
 	OPT_MTU, OPT_HEADER, OPT_ITER, OPT_SCALE, OPT_SWEEP, OPT_RANGE,
-	OPT_PLOT, OPT_SLICE,
+	OPT_PLOT, OPT_SLICE, OPT_CHUNK,
 };
 
 int main(int argc, char **argv)
@@ -317,6 +325,7 @@ int main(int argc, char **argv)
 		{ "sweep-range", required_argument, NULL, OPT_RANGE },
 		{ "plot", required_argument, NULL, OPT_PLOT },
 		{ "slice", required_argument, NULL, OPT_SLICE },
+		{ "chunk", required_argument, NULL, OPT_CHUNK },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -394,6 +403,12 @@ int main(int argc, char **argv)
 				    "--slice: '%s' is not 0 or a positive byte count",
 				    optarg);
 			}
+			break;
+		case OPT_CHUNK:
+			if (msim_parse_bytes(optarg, &p.chunk))
+				die(EXIT_USAGE,
+				    "--chunk: '%s' is not a positive byte count (e.g. 65536, 64kib, 1448)",
+				    optarg);
 			break;
 		case OPT_MTU:
 			p.mtu = parse_int("--mtu", optarg, 68, 65535);

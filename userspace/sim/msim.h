@@ -51,11 +51,23 @@ struct msim_params {
 	double msg_overhead_s;	/* start-up cost per cut message, s */
 	uint64_t slice;		/* framework slicing for the other schemes,
 				 * bytes; 0 = one message per tensor */
+	uint64_t chunk;		/* immediate-aggregation unit of fifo, prio,
+				 * mercury and ideal, bytes */
 	int mtu;		/* IP MTU, bytes */
 	int hdr;		/* per-packet header bytes on the wire */
 	int iterations;		/* simulated iterations (>= 2) */
 	double time_scale;	/* multiplies every compute time */
+	/* Optional: called once per chunk when its last byte leaves a link
+	 * (link 0 = push, 1 = pull); chunk counts from 0 within its tensor;
+	 * times in seconds since backward start. */
+	void (*trace)(void *ctx, int link, int tensor, int chunk,
+		      double start, double end);
+	void *trace_ctx;
 };
+
+/* Most chunks (per direction) one run may hold: msim_run returns -E2BIG
+ * beyond it rather than allocating gigabytes. */
+#define MSIM_MAX_CHUNKS (1 << 22)
 
 struct msim_result {
 	double iteration_ms;	/* mean of iterations 1..n-1 */

@@ -4,14 +4,26 @@
  * simulated: by symmetry (identical workers, every tensor sharded evenly
  * over all servers) each worker's push path and pull path behave like one
  * link of rate bandwidth * min(1, servers/workers); see
- * Documentation/simulator.md for why.  A link serves a priority queue of
- * messages; the scheme decides what a message is (tensor or partition), its
- * key (readiness order or forward position) and when a more urgent
- * arrival may take the link:
+ * Documentation/simulator.md for why.
  *
- *   MESSAGE  only when the current message is done (fifo, prio, bytesched)
- *   PACKET   at the next packet boundary of the current message (mercury)
+ * The data plane aggregates immediately: a stream (a tensor; a slice with
+ * --slice; a ByteScheduler partition) is pushed in order as a run of
+ * chunks, and a chunk is summed and queued for the pull as soon as it has
+ * arrived from every worker.  So the link queues hold chunks.  The scheme
+ * decides the chunk size (--chunk, or the whole partition for bytesched),
+ * the key (readiness order or forward position) and when a more urgent
+ * chunk may take a link:
+ *
+ *   MESSAGE  when the current chunk is done; on the push link only when
+ *            its whole stream is done (fifo, prio, bytesched: a framework
+ *            hands whole messages to the transport)
+ *   PACKET   at the next packet boundary of the stream (mercury)
  *   FLUID    at once (ideal)
+ *
+ * Every tensor gates some forward call, so the communication of one
+ * iteration is over before the next backward starts and every iteration's
+ * network is the same relative to its backward start: it is simulated
+ * once and replayed.
  *
  * Times are seconds, sizes bytes, rates bytes per second.
  */
@@ -30,11 +42,18 @@ enum { MODE_MESSAGE, MODE_PACKET, MODE_FLUID };
 enum { EV_RELEASE, EV_LINK, EV_PUSH_ARRIVED, EV_PULL_ARRIVED };
 enum { LINK_PUSH, LINK_PULL };
 
+/* One chunk on one link.  Push chunk i has pull twin nmsg + i; the chunks
+ * of a stream are consecutive. */
 struct msim_msg {
 	int tensor;
+	int stream;		/* framework message it is part of */
+	int idx;		/* chunk number within its tensor */
 	uint64_t payload;	/* bytes of tensor data */
 	double wire;		/* bytes the link must carry */
+	double phase;		/* packet ends at phase + k * pkt (wire
+				 * bytes from this chunk's start) */
 	double sent;		/* wire bytes already carried */
+	double start;		/* first byte on the link, s; < 0 before */
 	long key;		/* smaller is served first */
 	long seq;		/* FIFO among equal keys */
 };
@@ -49,6 +68,7 @@ struct msim_ev {
 struct msim_link {
 	double rate;
 	int mode;
+	int sticky;		/* a stream keeps the link until it ends */
 	int *q;			/* heap of message indices */
 	int nq;
 	int cur;		/* message on the wire, -1 if idle */
@@ -64,18 +84,18 @@ struct msim_state {
 	enum msim_scheme scheme;
 	double pkt;		/* wire bytes of a full packet */
 	double mss;		/* payload bytes of a full packet */
-	struct msim_msg *msg;	/* push messages, then pull messages */
-	int nmsg;		/* per direction */
-	int *first_msg;		/* tensor -> its first push message */
-	int *nparts;		/* tensor -> messages */
-	int *left;		/* tensor -> pull messages not yet home */
+	struct msim_msg *msg;	/* push chunks, then pull chunks */
+	int nmsg;		/* chunks per direction */
+	int *first_msg;		/* tensor -> its first push chunk */
+	int *nmsgs;		/* tensor -> its chunks */
+	int *left;		/* tensor -> pull chunks not yet home */
 	double *arrival;	/* tensor -> parameter back at worker */
 	struct msim_link link[2];
 	struct msim_ev *ev;
 	int nev, evcap;
 	long evseq, msgseq;
 	/* bytesched */
-	int *pend;		/* heap of push messages awaiting credit */
+	int *pend;		/* heap of push chunks awaiting credit */
 	int npend;
 	double inflight;	/* payload bytes holding credit */
 	double push_done;
@@ -117,10 +137,15 @@ void msim_params_default(struct msim_params *p)
 	p->credit = 16000000;
 	p->msg_overhead_s = 50e-6;
 	p->slice = 0;
+	/* The unit Linux TCP moves in at both ends: GSO/TSO builds at most
+	 * 64 KiB per send, GRO hands up at most 64 KiB per receive. */
+	p->chunk = 65536;
 	p->mtu = 1500;
 	p->hdr = MSIM_IP_TCP_HDR + MSIM_ETH_HDR;
 	p->iterations = 5;
 	p->time_scale = 1.0;
+	p->trace = NULL;
+	p->trace_ctx = NULL;
 }
 
 #define CHECK(cond, ...) do {						\
@@ -144,6 +169,8 @@ int msim_params_check(const struct msim_params *p, char *err, size_t errlen)
 	CHECK(p->partition >= 1 && p->partition <= (1ULL << 40),
 	      "partition must be 1 B..1 TiB");
 	CHECK(p->slice <= (1ULL << 40), "slice must be 0 (off) .. 1 TiB");
+	CHECK(p->chunk >= 1 && p->chunk <= (1ULL << 40),
+	      "chunk must be 1 B..1 TiB");
 	CHECK(p->credit >= 1 && p->credit <= (1ULL << 50),
 	      "credit must be at least 1 byte");
 	CHECK(isfinite(p->msg_overhead_s) && p->msg_overhead_s >= 0 &&
@@ -264,15 +291,15 @@ static int mh_pop(const struct msim_state *s, int *h, int *n)
 
 /* ---- links ---------------------------------------------------------- */
 
-static int link_start(struct msim_state *s, int l, double now)
+/* Put chunk mi on the wire of link l, from where it stopped. */
+static int link_serve(struct msim_state *s, int l, int mi, double now)
 {
 	struct msim_link *k = &s->link[l];
-	struct msim_msg *m;
+	struct msim_msg *m = &s->msg[mi];
 
-	if (k->cur >= 0 || !k->nq)
-		return 0;
-	k->cur = mh_pop(s, k->q, &k->nq);
-	m = &s->msg[k->cur];
+	k->cur = mi;
+	if (m->start < 0)
+		m->start = now;
 	k->seg_start = now;
 	k->seg_target = m->wire;
 	k->preempting = 0;
@@ -281,13 +308,22 @@ static int link_start(struct msim_state *s, int l, double now)
 		       k->version);
 }
 
+static int link_start(struct msim_state *s, int l, double now)
+{
+	struct msim_link *k = &s->link[l];
+
+	if (k->cur >= 0 || !k->nq)
+		return 0;
+	return link_serve(s, l, mh_pop(s, k->q, &k->nq), now);
+}
+
+/* Queue chunk mi (key and seq already set) and preempt if the mode says. */
 static int link_enqueue(struct msim_state *s, int l, int mi, double now)
 {
 	struct msim_link *k = &s->link[l];
 	struct msim_msg *cur;
 	double sent, stop;
 
-	s->msg[mi].seq = s->msgseq++;
 	mh_push(s, k->q, &k->nq, mi);
 	if (k->cur < 0)
 		return link_start(s, l, now);
@@ -303,11 +339,13 @@ static int link_enqueue(struct msim_state *s, int l, int mi, double now)
 		k->cur = -1;
 		return link_start(s, l, now);
 	}
-	/* The packet on the wire is finished first.  A relative tolerance
-	 * keeps a boundary we sit on from costing another packet. */
-	stop = ceil(sent / s->pkt - 1e-9) * s->pkt;
+	/* The packet on the wire is finished first; packets are cut from
+	 * the stream, so their ends sit at phase + k * pkt in this chunk.
+	 * A relative tolerance keeps a boundary we sit on from costing
+	 * another packet. */
+	stop = cur->phase + ceil((sent - cur->phase) / s->pkt - 1e-9) * s->pkt;
 	if (stop >= cur->wire)
-		return 0;
+		return 0;	/* the chunk ends first; the switch happens then */
 	k->preempting = 1;
 	k->seg_target = stop;
 	k->version++;
@@ -315,14 +353,12 @@ static int link_enqueue(struct msim_state *s, int l, int mi, double now)
 		       l, k->version);
 }
 
-static int dispatch_credit(struct msim_state *s, double now);
-
 /* The link event: cur finished or reached its preemption point. */
 static int link_event(struct msim_state *s, int l, unsigned int version,
 		      double now)
 {
 	struct msim_link *k = &s->link[l];
-	int mi = k->cur, ret;
+	int mi = k->cur, next, ret;
 	struct msim_msg *m;
 
 	if (version != k->version || mi < 0)
@@ -332,28 +368,38 @@ static int link_event(struct msim_state *s, int l, unsigned int version,
 	k->cur = -1;
 	if (m->sent < m->wire) {
 		mh_push(s, k->q, &k->nq, mi);	/* keeps its old seq */
-	} else {
-		int type = l == LINK_PUSH ? EV_PUSH_ARRIVED : EV_PULL_ARRIVED;
+		return link_start(s, l, now);
+	}
+	if (s->par->trace)
+		s->par->trace(s->par->trace_ctx, l, m->tensor, m->idx,
+			      m->start, now);
+	ret = ev_push(s, now + s->par->latency_s,
+		      l == LINK_PUSH ? EV_PUSH_ARRIVED : EV_PULL_ARRIVED, mi, 0);
+	if (ret || l == LINK_PULL)
+		return ret ? ret : link_start(s, l, now);
 
-		if (l == LINK_PUSH && now > s->push_done)
-			s->push_done = now;
-		ret = ev_push(s, now + s->par->latency_s, type, mi, 0);
-		if (ret)
-			return ret;
+	if (now > s->push_done)
+		s->push_done = now;
+	/* The stream goes on with its next chunk, in the stream's place. */
+	next = mi + 1;
+	if (next < s->nmsg && s->msg[next].stream == m->stream) {
+		s->msg[next].key = m->key;
+		s->msg[next].seq = m->seq;
+		if (k->sticky)
+			return link_serve(s, l, next, now);
+		mh_push(s, k->q, &k->nq, next);
 	}
 	return link_start(s, l, now);
 }
 
 /* ---- schemes -------------------------------------------------------- */
 
-static double wire_bytes(const struct msim_state *s, uint64_t payload)
+/* Wire bytes of the first x payload bytes of a stream. */
+static double stream_wire(const struct msim_state *s, uint64_t x)
 {
-	double npk;
-
 	if (s->scheme == MSIM_IDEAL)
-		return payload;
-	npk = ceil(payload / s->mss);
-	return payload + npk * s->par->hdr;
+		return x;
+	return x + ceil(x / s->mss) * s->par->hdr;
 }
 
 static long msg_key(const struct msim_state *s, int tensor)
@@ -370,49 +416,65 @@ static long msg_key(const struct msim_state *s, int tensor)
 	}
 }
 
+static uint64_t cdiv(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* Cut tensors into streams (partitions, slices or whole tensors) and
+ * streams into chunks; -E2BIG past MSIM_MAX_CHUNKS. */
 static int build_messages(struct msim_state *s)
 {
 	const struct msim_profile *prof = s->prof;
-	uint64_t part = s->scheme == MSIM_BYTESCHED ? s->par->partition :
-			s->par->slice;
-	int charge = part && s->scheme != MSIM_IDEAL;
-	int i, n = 0, j;
+	int bs = s->scheme == MSIM_BYTESCHED;
+	uint64_t cut = bs ? s->par->partition : s->par->slice;
+	/* The start-up cost of a cut message holds the sender's path, as
+	 * extra bytes at link rate (both paths have the same rate). */
+	double ovh = cut && s->scheme != MSIM_IDEAL ?
+		     s->par->msg_overhead_s * s->link[LINK_PUSH].rate : 0;
+	uint64_t total = 0;
+	int i, n = 0, stream = 0;
 
 	for (i = 0; i < prof->ntensors; i++) {
-		uint64_t b = prof->tensors[i].bytes;
+		uint64_t b = prof->tensors[i].bytes, sc = cut ? cut : b, off;
 
-		s->nparts[i] = part ? (int)((b + part - 1) / part) : 1;
-		n += s->nparts[i];
+		for (off = 0; off < b; off += sc) {
+			uint64_t sb = b - off < sc ? b - off : sc;
+
+			total += bs ? 1 : cdiv(sb, s->par->chunk);
+		}
+		if (total > MSIM_MAX_CHUNKS)
+			return -E2BIG;
 	}
-	s->nmsg = n;
-	s->msg = calloc(2 * (size_t)n, sizeof(*s->msg));
+	s->nmsg = total;
+	s->msg = calloc(2 * (size_t)total, sizeof(*s->msg));
 	if (!s->msg)
 		return -ENOMEM;
-	n = 0;
 	for (i = 0; i < prof->ntensors; i++) {
-		uint64_t b = prof->tensors[i].bytes;
+		uint64_t b = prof->tensors[i].bytes, sc = cut ? cut : b, off;
+		int idx = 0;
 
 		s->first_msg[i] = n;
-		for (j = 0; j < s->nparts[i]; j++, n++) {
-			uint64_t pl = part ? (b - j * part < part ?
-					      b - j * part : part) : b;
-			struct msim_msg *push = &s->msg[n];
-			struct msim_msg *pull = &s->msg[s->nmsg + n];
+		for (off = 0; off < b; off += sc, stream++) {
+			uint64_t sb = b - off < sc ? b - off : sc;
+			uint64_t ch = bs ? sb : s->par->chunk, x;
 
-			push->tensor = pull->tensor = i;
-			push->payload = pull->payload = pl;
-			push->wire = pull->wire = wire_bytes(s, pl);
-			if (charge) {
-				/* The start-up cost holds the sender's path,
-				 * as extra bytes at link rate. */
-				push->wire += s->par->msg_overhead_s *
-					      s->link[LINK_PUSH].rate;
-				pull->wire += s->par->msg_overhead_s *
-					      s->link[LINK_PULL].rate;
+			for (x = 0; x < sb; x += ch, n++, idx++) {
+				uint64_t pl = sb - x < ch ? sb - x : ch;
+				struct msim_msg *push = &s->msg[n];
+				double w0 = x ? ovh + stream_wire(s, x) : 0;
+
+				push->tensor = i;
+				push->stream = stream;
+				push->idx = idx;
+				push->payload = pl;
+				push->wire = ovh + stream_wire(s, x + pl) - w0;
+				/* packets of the stream end at ovh + k*pkt */
+				push->phase = ovh - w0;
+				s->msg[total + n] = *push;
 			}
-			push->key = msg_key(s, i);
-			pull->key = msg_key(s, i);
 		}
+		s->nmsgs[i] = n - s->first_msg[i];
 	}
 	return 0;
 }
@@ -427,6 +489,7 @@ static int dispatch_credit(struct msim_state *s, double now)
 
 		s->inflight += s->msg[mi].payload;
 		s->msg[mi].key = 0;	/* FIFO from here on */
+		s->msg[mi].seq = s->msgseq++;
 		ret = link_enqueue(s, LINK_PUSH, mi, now);
 		if (ret)
 			return ret;
@@ -436,31 +499,43 @@ static int dispatch_credit(struct msim_state *s, double now)
 
 static int on_release(struct msim_state *s, int tensor, double now)
 {
-	int mi = s->first_msg[tensor], j;
+	int mi = s->first_msg[tensor], end = mi + s->nmsgs[tensor], j;
 
 	if (s->scheme != MSIM_BYTESCHED) {
-		for (j = 0; j < s->nparts[tensor]; j++) {
-			int ret = link_enqueue(s, LINK_PUSH, mi + j, now);
+		/* Each stream queues its first chunk; the next follows when
+		 * it is done (link_event). */
+		for (j = mi; j < end; j++) {
+			int ret;
 
+			if (j > mi && s->msg[j].stream == s->msg[j - 1].stream)
+				continue;
+			s->msg[j].key = msg_key(s, tensor);
+			s->msg[j].seq = s->msgseq++;
+			ret = link_enqueue(s, LINK_PUSH, j, now);
 			if (ret)
 				return ret;
 		}
 		return 0;
 	}
-	for (j = 0; j < s->nparts[tensor]; j++) {
-		struct msim_msg *m = &s->msg[mi + j];
+	for (j = mi; j < end; j++) {
+		struct msim_msg *m = &s->msg[j];
 
 		/* Pending order: forward position, then partition order. */
 		m->key = s->prof->tensors[tensor].gate;
 		m->seq = s->msgseq++;
-		mh_push(s, s->pend, &s->npend, mi + j);
+		mh_push(s, s->pend, &s->npend, j);
 	}
 	return dispatch_credit(s, now);
 }
 
+/* All workers' copies of a chunk land together (symmetry): it is summed
+ * now and queued for the pull in aggregation order. */
 static int on_push_arrived(struct msim_state *s, int mi, double now)
 {
-	/* All workers' copies land together (symmetry): aggregate now. */
+	struct msim_msg *m = &s->msg[s->nmsg + mi];
+
+	m->key = msg_key(s, m->tensor);
+	m->seq = s->msgseq++;
 	return link_enqueue(s, LINK_PULL, s->nmsg + mi, now);
 }
 
@@ -476,28 +551,25 @@ static int on_pull_arrived(struct msim_state *s, int mi, double now)
 	return dispatch_credit(s, now);
 }
 
-/* One iteration's communication: gradients released from bwd_start. */
-static int run_network(struct msim_state *s, double bwd_start)
+/* One iteration's communication, gradients released from time 0 (the
+ * backward start). */
+static int run_network(struct msim_state *s)
 {
 	const struct msim_profile *prof = s->prof;
 	double scale = s->par->time_scale / 1e3;
-	int i, l, ret = 0;
+	int i, ret = 0;
 
-	for (i = 0; i < 2 * s->nmsg; i++)
+	for (i = 0; i < 2 * s->nmsg; i++) {
 		s->msg[i].sent = 0;
-	for (l = 0; l < 2; l++) {
-		s->link[l].nq = 0;
-		s->link[l].cur = -1;
-		s->link[l].preempting = 0;
+		s->msg[i].start = -1;
 	}
-	s->npend = 0;
-	s->inflight = 0;
-	s->nev = 0;
-	s->push_done = bwd_start;
+	for (i = 0; i < 2; i++)
+		s->link[i].cur = -1;
+	s->push_done = 0;
 	for (i = 0; i < prof->ntensors; i++) {
-		s->left[i] = s->nparts[i];
-		s->arrival[i] = bwd_start;
-		ret = ev_push(s, bwd_start + prof->tensors[i].ready_ms * scale,
+		s->left[i] = s->nmsgs[i];
+		s->arrival[i] = 0;
+		ret = ev_push(s, prof->tensors[i].ready_ms * scale,
 			      EV_RELEASE, i, 0);
 		if (ret)
 			return ret;
@@ -524,7 +596,7 @@ static int run_network(struct msim_state *s, double bwd_start)
 	if (!ret) {
 		for (i = 0; i < prof->ntensors; i++)
 			if (s->left[i])
-				return -EPROTO;	/* a message got lost */
+				return -EPROTO;	/* a chunk got lost */
 	}
 	return ret;
 }
@@ -534,7 +606,7 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 {
 	double scale = p->time_scale / 1e3, share, t, prev_end = 0, sum = 0;
 	struct msim_state s = { .prof = prof, .par = p, .scheme = scheme };
-	double *gate = NULL;
+	double prev_bwd = 0, *gate = NULL;
 	int it, i, c, ret;
 
 	if ((unsigned int)scheme >= MSIM_NSCHEMES || !prof || !res ||
@@ -545,7 +617,8 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 		return ret;
 	for (i = 0; i < prof->ntensors; i++)
 		if (prof->tensors[i].gate < 0 ||
-		    prof->tensors[i].gate >= prof->ncalls)
+		    prof->tensors[i].gate >= prof->ncalls ||
+		    prof->tensors[i].bytes < 1)
 			return -EINVAL;
 	memset(res, 0, sizeof(*res));
 
@@ -558,16 +631,20 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 				 scheme == MSIM_MERCURY ? MODE_PACKET :
 				 MODE_MESSAGE;
 	}
+	/* A framework hands whole messages to the transport: on the worker
+	 * a stream, once started, is sent to its end.  A server sends each
+	 * aggregated chunk as its own message. */
+	s.link[LINK_PUSH].sticky = s.link[LINK_PUSH].mode == MODE_MESSAGE;
 	s.mss = p->mtu > MSIM_IP_TCP_HDR ? p->mtu - MSIM_IP_TCP_HDR : 1;
 	s.pkt = s.mss + p->hdr;
 
 	ret = -ENOMEM;
 	s.first_msg = calloc(prof->ntensors, sizeof(int));
-	s.nparts = calloc(prof->ntensors, sizeof(int));
+	s.nmsgs = calloc(prof->ntensors, sizeof(int));
 	s.left = calloc(prof->ntensors, sizeof(int));
 	s.arrival = calloc(prof->ntensors, sizeof(double));
 	gate = calloc(prof->ncalls, sizeof(double));
-	if (!s.first_msg || !s.nparts || !s.left || !s.arrival || !gate)
+	if (!s.first_msg || !s.nmsgs || !s.left || !s.arrival || !gate)
 		goto out;
 	ret = build_messages(&s);
 	if (ret)
@@ -579,45 +656,48 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 	if (!s.link[0].q || !s.link[1].q || !s.pend)
 		goto out;
 
+	ret = run_network(&s);
+	if (ret)
+		goto out;
+	res->push_done_ms = s.push_done * 1e3;
+	res->events = s.events;
+	/* gate[c]: when call c's parameters are all home, since backward
+	 * start */
+	for (i = 0; i < prof->ntensors; i++) {
+		c = prof->tensors[i].gate;
+		if (s.arrival[i] > gate[c])
+			gate[c] = s.arrival[i];
+	}
+
 	t = 0;
 	for (it = 0; it < p->iterations; it++) {
 		double fwd_start = t, bwd_start, bwd_end;
 
 		t += prof->prelude_ms * scale;
 		for (c = 0; c < prof->ncalls; c++) {
-			if (it && gate[c] > t)
-				t = gate[c];
+			/* iteration 0 starts with the parameters in place */
+			if (it && prev_bwd + gate[c] > t)
+				t = prev_bwd + gate[c];
 			t += prof->call_ms[c] * scale;
 		}
 		bwd_start = t;
 		bwd_end = bwd_start + prof->bwd_ms * scale;
 		res->stall_ms = (bwd_start - fwd_start - prof->fwd_ms * scale)
 				* 1e3;
-		ret = run_network(&s, bwd_start);
-		if (ret)
-			goto out;
-		res->push_done_ms = (s.push_done - bwd_start) * 1e3;
-		for (c = 0; c < prof->ncalls; c++)
-			gate[c] = 0;
-		for (i = 0; i < prof->ntensors; i++) {
-			c = prof->tensors[i].gate;
-			if (s.arrival[i] > gate[c])
-				gate[c] = s.arrival[i];
-		}
 		if (it)
 			sum += bwd_end - prev_end;
 		else
 			res->first_ms = bwd_end * 1e3;
 		prev_end = bwd_end;
+		prev_bwd = bwd_start;
 		t = bwd_end;
 	}
 	res->iteration_ms = sum / (p->iterations - 1) * 1e3;
-	res->events = s.events;
 	ret = 0;
 out:
 	free(s.msg);
 	free(s.first_msg);
-	free(s.nparts);
+	free(s.nmsgs);
 	free(s.left);
 	free(s.arrival);
 	free(s.link[0].q);

@@ -3,9 +3,12 @@
  * Unit tests of the simulator core.  The tiny2 fixture has two layers, a
  * then b, of 1000 bytes each; forward 1 ms per layer, backward 1 ms with
  * b's gradient ready at 0.45 ms and a's at 1.0 ms.  At 8 Mbit/s a link
- * moves 1000 bytes per ms, so every expected time below is worked out by
- * hand in the comment above its assertion (times in ms from backward
- * start; the iteration is the next backward end minus this one).
+ * moves 1000 bytes per ms; with 500-byte chunks each tensor is two chunks
+ * (a0 a1, b0 b1) of 0.5 ms each.  Every expected time below is worked out
+ * by hand in the comment above its assertion (times in ms from backward
+ * start; the iteration is the next backward end minus this one: the
+ * forward after backward end 1.0 runs a then b, 1 ms each, a no earlier
+ * than a is home, b no earlier than b is home, then 1 ms of backward).
  */
 #include <errno.h>
 #include <math.h>
@@ -36,6 +39,49 @@ static void hand_params(struct msim_params *p)
 	p->hdr = 0;
 	p->mtu = 152;			/* 100-byte payload per packet */
 	p->msg_overhead_s = 0;
+	p->chunk = 500;			/* two chunks per tensor */
+}
+
+/* Chunk times from the trace hook, in ms since backward start. */
+struct trace {
+	int n;
+	struct {
+		int link, tensor, chunk;
+		double start, end;
+	} c[64];
+};
+
+static void trace_cb(void *ctx, int link, int tensor, int chunk,
+		     double start, double end)
+{
+	struct trace *t = ctx;
+
+	assert_true(t->n < 64);
+	t->c[t->n].link = link;
+	t->c[t->n].tensor = tensor;
+	t->c[t->n].chunk = chunk;
+	t->c[t->n].start = start * 1e3;
+	t->c[t->n].end = end * 1e3;
+	t->n++;
+}
+
+/* The n-th chunk to finish on a link: which one, and when. tensor 0 is b
+ * (ready first), 1 is a. */
+static void expect_chunk(const struct trace *t, int link, int nth,
+			 int tensor, int chunk, double start, double end)
+{
+	int i, k = 0;
+
+	for (i = 0; i < t->n; i++) {
+		if (t->c[i].link != link || k++ != nth)
+			continue;
+		assert_int_equal(t->c[i].tensor, tensor);
+		assert_int_equal(t->c[i].chunk, chunk);
+		assert_float_equal(t->c[i].start, start, EPS);
+		assert_float_equal(t->c[i].end, end, EPS);
+		return;
+	}
+	fail_msg("link %d has no chunk #%d", link, nth);
 }
 
 static double run(const struct msim_params *p, enum msim_scheme s)
@@ -69,12 +115,13 @@ static void test_tiny_fifo(void **state)
 
 	(void)state;
 	hand_params(&p);
-	/* push b 0.45-1.45, a 1.45-2.45; pull b 1.45-2.45, a 2.45-3.45;
-	 * forward from 1: a waits to 3.45, runs to 4.45, b to 5.45;
-	 * backward ends 6.45: iteration 5.45, stall 2.45 */
+	/* push b0 0.45-0.95, b1 -1.45, a0 -1.95, a1 -2.45; each chunk is
+	 * summed when pushed and pulled at once: b0 0.95-1.45, b1 -1.95,
+	 * a0 -2.45, a1 -2.95; forward from 1: a waits to 2.95, runs to
+	 * 3.95, b to 4.95; backward ends 5.95: iteration 4.95, stall 1.95 */
 	assert_int_equal(msim_run(&tiny, &p, MSIM_FIFO, &r), 0);
-	assert_float_equal(r.iteration_ms, 5.45, EPS);
-	assert_float_equal(r.stall_ms, 2.45, EPS);
+	assert_float_equal(r.iteration_ms, 4.95, EPS);
+	assert_float_equal(r.stall_ms, 1.95, EPS);
 	assert_float_equal(r.first_ms, 3.0, EPS);
 	assert_float_equal(r.push_done_ms, 2.45, EPS);
 }
@@ -85,8 +132,9 @@ static void test_tiny_prio(void **state)
 
 	(void)state;
 	hand_params(&p);
-	/* b is on the wire when a arrives and is not preempted: as fifo */
-	assert_float_equal(run(&p, MSIM_PRIO), 5.45, EPS);
+	/* b1 is on the wire when a arrives and b is not preempted: as
+	 * fifo */
+	assert_float_equal(run(&p, MSIM_PRIO), 4.95, EPS);
 }
 
 static void test_tiny_ideal(void **state)
@@ -95,21 +143,89 @@ static void test_tiny_ideal(void **state)
 
 	(void)state;
 	hand_params(&p);
-	/* a preempts b at 1.0 (550 B sent): a 1.0-2.0, b 2.0-2.45;
-	 * pull a 2.0-3.0, b 3.0-4.0; forward a 3-4, b 4-5 -> 5.0 */
-	assert_float_equal(run(&p, MSIM_IDEAL), 5.0, EPS);
+	/* push b0 0.45-0.95; a preempts b1 at 1.0 (50 B of it sent):
+	 * a0 1.0-1.5, a1 -2.0, rest of b1 2.0-2.45.  pull b0 0.95-1.45,
+	 * a0 1.5-2.0, a1 2.0-2.5, b1 (summed 2.45) 2.5-3.0; forward a
+	 * 2.5-3.5, b 3.5-4.5 -> 4.5 */
+	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
 }
 
 static void test_tiny_mercury(void **state)
 {
 	struct msim_params p;
+	struct trace t = { 0 };
 
 	(void)state;
 	hand_params(&p);
+	p.trace = trace_cb;
+	p.trace_ctx = &t;
+	/* b0 pushed 0.45-0.95; at 1.0 b1 has 50 B out, its packet (b's
+	 * 6th) ends at 1.05, then a0 1.05-1.55, a1 -2.05, rest of b1
+	 * 2.05-2.45.  pull b0 0.95-1.45, a0 1.55-2.05, a1 2.05-2.55, b1
+	 * (summed 2.45) 2.55-3.05; forward a 2.55-3.55, b 3.55-4.55 */
+	assert_float_equal(run(&p, MSIM_MERCURY), 4.55, EPS);
+	assert_int_equal(t.n, 8);
+	expect_chunk(&t, 0, 0, 0, 0, 0.45, 0.95);
+	expect_chunk(&t, 0, 1, 1, 0, 1.05, 1.55);
+	expect_chunk(&t, 0, 2, 1, 1, 1.55, 2.05);
+	expect_chunk(&t, 0, 3, 0, 1, 0.95, 2.45);	/* preempted */
+	expect_chunk(&t, 1, 0, 0, 0, 0.95, 1.45);
+	expect_chunk(&t, 1, 1, 1, 0, 1.55, 2.05);
+	expect_chunk(&t, 1, 2, 1, 1, 2.05, 2.55);
+	expect_chunk(&t, 1, 3, 0, 1, 2.55, 3.05);
+}
+
+static void test_tiny_mercury_whole(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	p.chunk = 1000;	/* one chunk per tensor: per-tensor aggregation */
 	/* 550 B sent at 1.0: b's 6th packet ends at 1.05, then a
 	 * 1.05-2.05, b 2.05-2.45; pull a 2.05-3.05, b 3.05-4.05;
 	 * forward a 3.05-4.05, b 4.05-5.05 -> 5.05 */
 	assert_float_equal(run(&p, MSIM_MERCURY), 5.05, EPS);
+	/* 450-byte chunks (450, 450, 100): b1 starts mid-packet at stream
+	 * byte 450 and at 1.0 has 100 B out; the packet is stream bytes
+	 * 500-600, so it ends at 1.05 (150 B into b1), not at 1.0.  push
+	 * b0 0.45-0.9, a0 1.05-1.5, a1 -1.95, a2 -2.05, rest of b1
+	 * 2.05-2.35, b2 -2.45; pull b0 0.9-1.35, a0 1.5-1.95, a1 -2.4, a2
+	 * (more urgent than b1, summed 2.35) -2.5, b1 -2.95, b2 -3.05;
+	 * forward a 2.5-3.5, b 3.5-4.5 */
+	p.chunk = 450;
+	assert_float_equal(run(&p, MSIM_MERCURY), 4.5, EPS);
+}
+
+static void test_tiny_chunk_pipelining(void **state)
+{
+	struct msim_params p;
+	struct trace t = { 0 };
+
+	(void)state;
+	hand_params(&p);
+	p.trace = trace_cb;
+	p.trace_ctx = &t;
+	/* fifo, b alone on the links until 1.45: b's chunk 0 is summed
+	 * when pushed (0.95) and its pull starts then, while chunk 1 is
+	 * still being pushed (0.95-1.45) */
+	assert_float_equal(run(&p, MSIM_FIFO), 4.95, EPS);
+	expect_chunk(&t, 0, 0, 0, 0, 0.45, 0.95);
+	expect_chunk(&t, 0, 1, 0, 1, 0.95, 1.45);
+	expect_chunk(&t, 1, 0, 0, 0, 0.95, 1.45);
+	expect_chunk(&t, 1, 1, 0, 1, 1.45, 1.95);
+	expect_chunk(&t, 1, 3, 1, 1, 2.45, 2.95);
+	/* whole-tensor aggregation (one chunk per tensor) serialises push
+	 * and pull: pull b 1.45-2.45, a 2.45-3.45 -> 5.45 */
+	p.chunk = 1000;
+	t.n = 0;
+	assert_float_equal(run(&p, MSIM_FIFO), 5.45, EPS);
+	expect_chunk(&t, 1, 0, 0, 0, 1.45, 2.45);
+	/* many small chunks tend to pipelining at byte level: pull ends
+	 * one 1-byte chunk after push, so a is home at 2.45 + 0.001 */
+	p.chunk = 1;
+	p.trace = NULL;
+	assert_float_equal(run(&p, MSIM_FIFO), 4.451, 1e-6);
 }
 
 static void test_tiny_headers(void **state)
@@ -118,16 +234,26 @@ static void test_tiny_headers(void **state)
 
 	(void)state;
 	hand_params(&p);
-	p.hdr = 10;	/* 10 packets of 110 wire bytes: 1100 per tensor */
-	/* fifo: push b 0.45-1.55, a 1.55-2.65; pull b 1.55-2.65,
-	 * a 2.65-3.75; forward 3.75-4.75-5.75 */
-	assert_float_equal(run(&p, MSIM_FIFO), 5.75, EPS);
-	/* mercury: 550 wire bytes at 1.0 is a packet boundary, so a goes
-	 * at once: a 1.0-2.1, b 2.1-2.65; pull a 2.1-3.2, b 3.2-4.3;
-	 * forward a 3.2-4.2, b waits to 4.3, ends 5.3 */
-	assert_float_equal(run(&p, MSIM_MERCURY), 5.3, EPS);
+	p.hdr = 10;	/* 5 packets of 110 wire bytes: 550 per chunk */
+	/* fifo: push b0 0.45-1.0, b1 -1.55, a0 -2.1, a1 -2.65; pull
+	 * b0 1.0-1.55, b1 -2.1, a0 -2.65, a1 -3.2; forward 3.2-4.2-5.2 */
+	assert_float_equal(run(&p, MSIM_FIFO), 5.2, EPS);
+	/* mercury: b0 ends at 1.0 on a packet boundary, so a goes at
+	 * once: a0 1.0-1.55, a1 -2.1, b1 2.1-2.65; pull b0 1.0-1.55,
+	 * a0 1.55-2.1, a1 -2.65, b1 -3.2; forward a 2.65-3.65, b (home
+	 * 3.2) 3.65-4.65 */
+	assert_float_equal(run(&p, MSIM_MERCURY), 4.65, EPS);
 	/* ideal ignores headers */
-	assert_float_equal(run(&p, MSIM_IDEAL), 5.0, EPS);
+	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
+	/* packets are cut from the stream, not from each chunk: with
+	 * 450-byte chunks (450, 450, 100) the headers fall 5, 4, 1 per
+	 * chunk (packet 400-500 straddles chunks 0 and 1), so chunks are
+	 * 500, 490, 110 wire bytes.  fifo: push b0 0.45-0.95, b1 -1.44,
+	 * b2 -1.55, a0 -2.05, a1 -2.54, a2 -2.65; pull b0 0.95-1.45,
+	 * b1 -1.94, b2 -2.05, a0 -2.55, a1 -3.04, a2 -3.15; forward
+	 * 3.15-4.15-5.15 (a header per chunk would give 5.17) */
+	p.chunk = 450;
+	assert_float_equal(run(&p, MSIM_FIFO), 5.15, EPS);
 }
 
 static void test_tiny_bytesched_credit(void **state)
@@ -145,8 +271,8 @@ static void test_tiny_bytesched_credit(void **state)
 	p.credit = 1000;
 	/* two in flight: b0,b1 pushed 0.45-1.45, b pulled by 1.95; a0
 	 * dispatched 1.45 push -1.95 pull -2.45, a1 dispatched 1.95
-	 * push -2.45 pull -2.95; forward a 2.95-3.95, b -4.95.  Push and
-	 * pull pipeline per partition, beating per-tensor ideal. */
+	 * push -2.45 pull -2.95; forward a 2.95-3.95, b -4.95: the
+	 * partitions pipeline like fifo's chunks */
 	assert_float_equal(run(&p, MSIM_BYTESCHED), 4.95, EPS);
 }
 
@@ -162,7 +288,7 @@ static void test_tiny_bytesched_overhead(void **state)
 	/* as fifo with 1100-byte messages: 5.75 */
 	assert_float_equal(run(&p, MSIM_BYTESCHED), 5.75, EPS);
 	/* the other schemes send whole tensors and pay nothing */
-	assert_float_equal(run(&p, MSIM_FIFO), 5.45, EPS);
+	assert_float_equal(run(&p, MSIM_FIFO), 4.95, EPS);
 }
 
 static void test_tiny_latency(void **state)
@@ -172,10 +298,10 @@ static void test_tiny_latency(void **state)
 	(void)state;
 	hand_params(&p);
 	p.latency_s = 100e-6;
-	/* push b 0.45-1.45 at server 1.55, pull 1.55-2.55 home 2.65;
-	 * push a 1.45-2.45 at server 2.55, pull 2.55-3.55 home 3.65;
-	 * forward a 3.65-4.65, b -5.65 */
-	assert_float_equal(run(&p, MSIM_FIFO), 5.65, EPS);
+	/* push b0 0.45-0.95, b1 -1.45, a0 -1.95, a1 -2.45; at the server
+	 * 0.1 later: pull b0 1.05-1.55, b1 -2.05, a0 -2.55, a1 2.55-3.05,
+	 * home 3.15; forward a 3.15-4.15, b -5.15 */
+	assert_float_equal(run(&p, MSIM_FIFO), 5.15, EPS);
 }
 
 static void test_tiny_servers(void **state)
@@ -186,12 +312,13 @@ static void test_tiny_servers(void **state)
 	hand_params(&p);
 	p.workers = 2;
 	p.servers = 1;	/* server links carry twice: half rate per worker */
-	/* push b 0.45-2.45, a 2.45-4.45; pull b 2.45-4.45, a 4.45-6.45;
-	 * forward a 6.45-7.45, b -8.45 */
-	assert_float_equal(run(&p, MSIM_FIFO), 8.45, EPS);
+	/* 1 ms per chunk: push b0 0.45-1.45, b1 -2.45, a0 -3.45, a1
+	 * -4.45; pull one chunk later, a1 4.45-5.45; forward a 5.45-6.45,
+	 * b -7.45 */
+	assert_float_equal(run(&p, MSIM_FIFO), 7.45, EPS);
 	p.workers = 1;
 	p.servers = 2;	/* more servers than workers does not speed up */
-	assert_float_equal(run(&p, MSIM_FIFO), 5.45, EPS);
+	assert_float_equal(run(&p, MSIM_FIFO), 4.95, EPS);
 }
 
 static void test_tiny_time_scale(void **state)
@@ -201,9 +328,10 @@ static void test_tiny_time_scale(void **state)
 	(void)state;
 	hand_params(&p);
 	p.time_scale = 2;
-	/* b ready 0.9, a 2.0: push b 0.9-1.9, a 2.0-3.0; pull b 1.9-2.9,
-	 * a 3.0-4.0; backward ends 2; forward a 4-6, b 6-8; -> 8 */
-	assert_float_equal(run(&p, MSIM_FIFO), 8.0, EPS);
+	/* b ready 0.9, a 2.0: push b0 0.9-1.4, b1 -1.9, a0 2.0-2.5, a1
+	 * -3.0; pull b0 1.4-1.9, b1 -2.4, a0 2.5-3.0, a1 -3.5; backward
+	 * ends 2; forward a 3.5-5.5, b -7.5; backward -9.5 -> 7.5 */
+	assert_float_equal(run(&p, MSIM_FIFO), 7.5, EPS);
 }
 
 static void test_tiny_huge_bandwidth(void **state)
@@ -500,6 +628,8 @@ int main(void)
 		cmocka_unit_test(test_tiny_prio),
 		cmocka_unit_test(test_tiny_ideal),
 		cmocka_unit_test(test_tiny_mercury),
+		cmocka_unit_test(test_tiny_mercury_whole),
+		cmocka_unit_test(test_tiny_chunk_pipelining),
 		cmocka_unit_test(test_tiny_headers),
 		cmocka_unit_test(test_tiny_bytesched_credit),
 		cmocka_unit_test(test_tiny_bytesched_overhead),
