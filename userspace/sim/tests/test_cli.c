@@ -113,6 +113,11 @@ static void test_bad_arguments(void **state)
 		{ "--profile", TINY, "--time-scale", "0" },
 		{ "--profile", TINY, "--time-scale", "inf" },
 		{ "--profile", TINY, "--slice", "-1" },
+		{ "--profile", TINY, "--chunk", "0" },
+		{ "--profile", TINY, "--chunk", "-1" },
+		{ "--profile", TINY, "--chunk", "1.5" },
+		{ "--profile", TINY, "--chunk", "64kibi" },
+		{ "--profile", TINY, "--chunk" },
 		{ "--profile", TINY, "--sweep-range", "10gbit" },
 		{ "--profile", TINY, "--sweep", "--sweep-range", "10g:1g" },
 		{ "--profile", TINY, "--sweep-range", "1g:10g" },
@@ -224,7 +229,9 @@ static void test_json_layout(void **state)
 		assert_true(json_object_object_get_ex(r, "scheme", &v));
 		assert_string_equal(json_object_get_string(v), names[i]);
 	}
-	/* the hand-computed values of test_sim, through the CLI */
+	/* the hand-computed values of test_sim, through the CLI: the
+	 * default 64 KiB chunk holds a whole 1000-byte tensor, so these
+	 * are its whole-tensor cases (test_tiny_mercury_whole) */
 	assert_float_equal(get_d(json_object_array_get_idx(res, 0),
 				 "iteration_ms"), 5.45, 1e-9);
 	assert_float_equal(get_d(json_object_array_get_idx(res, 3),
@@ -236,6 +243,72 @@ static void test_json_layout(void **state)
 	assert_float_equal(get_d(json_object_array_get_idx(res, 3),
 				 "ratio_to_ideal"), 5.05 / 5.0, 1e-9);
 	json_object_put(j);
+}
+
+/* The flags the emulated benchmark drives, all at once, under -j. */
+static void test_simple_flags_json(void **state)
+{
+	json_object *j, *res, *r, *v;
+	struct out o;
+
+	(void)state;
+	/* 2 workers, 1 server: 500 B/ms per worker; time-scale 2: b ready
+	 * 0.9, a 2.0, backward 2 ms, calls 2 ms; 500-byte chunks of 1 ms,
+	 * 100-byte packets of 0.2 ms.  push b0 0.9-1.9; a at 2.0 finds
+	 * b1 50 B in, its packet ends 2.1; a0 2.1-3.1, a1 -4.1, rest of b1
+	 * 4.1-4.9.  At the server 0.1 later: pull b0 2.0-3.0, a0 3.2-4.2,
+	 * a1 4.2-5.2 (home 5.3), b1 (summed 5.0, behind a1) 5.2-6.2 (home
+	 * 6.3).  Forward a 5.3-7.3, b 7.3-9.3, backward -11.3: iteration
+	 * 9.3 ms after the previous backward end (2.0), stall 7.3 - 4.0 */
+	RUN(&o, "--profile", TINY, "--workers", "2", "--servers", "1",
+	    "--bandwidth", "8mbit", "--latency", "100us", "--time-scale", "2",
+	    "--iterations", "3", "--scheme", "mercury", "--chunk", "500",
+	    "--header", "0", "--mtu", "152", "-j");
+	assert_int_equal(o.status, 0);
+	j = json_tokener_parse(o.so);
+	assert_non_null(j);
+	assert_int_equal((int)get_d(j, "workers"), 2);
+	assert_int_equal((int)get_d(j, "servers"), 1);
+	assert_float_equal(get_d(j, "bandwidth_bps"), 8e6, 1e-6);
+	assert_float_equal(get_d(j, "latency_s"), 1e-4, 1e-15);
+	assert_float_equal(get_d(j, "time_scale"), 2, 1e-12);
+	assert_float_equal(get_d(j, "compute_ms"), 6, 1e-12);
+	assert_true(json_object_object_get_ex(j, "results", &res));
+	assert_int_equal(json_object_array_length(res), 1);
+	r = json_object_array_get_idx(res, 0);
+	assert_true(json_object_object_get_ex(r, "scheme", &v));
+	assert_string_equal(json_object_get_string(v), "mercury");
+	assert_float_equal(get_d(r, "iteration_ms"), 9.3, 1e-9);
+	assert_float_equal(get_d(r, "stall_ms"), 3.3, 1e-9);
+	json_object_put(j);
+
+	/* balanced under the same flags: 8 * 2000 B / 6 ms, doubled
+	 * because a worker gets half of its link (2 workers, 1 server) */
+	RUN(&o, "--profile", TINY, "--workers", "2", "--servers", "1",
+	    "--bandwidth", "balanced", "--time-scale", "2", "--chunk", "1kib",
+	    "--scheme", "fifo", "--iterations", "2", "--latency", "0", "-j");
+	assert_int_equal(o.status, 0);
+	j = json_tokener_parse(o.so);
+	assert_non_null(j);
+	assert_float_equal(get_d(j, "bandwidth_bps"), 16000 / 6e-3 * 2, 1e-3);
+	json_object_put(j);
+
+	/* too fine a chunk is refused, as JSON under -j: 4.4 MB in 1-byte
+	 * chunks is past the 4 Mi-chunk limit */
+	RUN(&o, "--profile", "fixtures/big.json", "--chunk", "1", "-j");
+	assert_int_equal(o.status, 2);
+	j = json_tokener_parse(o.so);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "error", &v));
+	assert_non_null(strstr(json_object_get_string(v), "--chunk"));
+	json_object_put(j);
+	RUN(&o, "--profile", "fixtures/big.json", "--scheme", "bytesched",
+	    "--partition", "1");
+	assert_int_equal(o.status, 2);
+	assert_non_null(strstr(o.se, "--partition"));
+	/* the same file at the default chunk is fine */
+	RUN(&o, "--profile", "fixtures/big.json", "-j");
+	assert_int_equal(o.status, 0);
 }
 
 static void test_single_scheme_and_sweep(void **state)
@@ -304,6 +377,7 @@ int main(void)
 		cmocka_unit_test(test_bad_profiles),
 		cmocka_unit_test(test_json_errors),
 		cmocka_unit_test(test_json_layout),
+		cmocka_unit_test(test_simple_flags_json),
 		cmocka_unit_test(test_single_scheme_and_sweep),
 		cmocka_unit_test(test_text_and_plot),
 	};
