@@ -996,7 +996,7 @@ int mp_graph_load(const char *path, struct mp_graph *g, struct mp_err *err)
 	fclose(f);
 	if (c == EOF)
 		return mp_set_err(err, -EINVAL, "%s: empty file", path);
-	if (c == '{')
+	if (c == '{' || c == '[')
 		return mp_graph_load_h200(path, g, err);
 	return mp_graph_load_pipedream(path, g, err);
 }

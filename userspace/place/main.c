@@ -53,7 +53,8 @@ static int fail(int code, const char *fmt, ...)
 
 		json_object_object_add(o, "error", json_object_new_string(buf));
 		printf("%s\n", json_object_to_json_string_ext(o,
-					JSON_C_TO_STRING_PLAIN));
+					JSON_C_TO_STRING_PLAIN |
+					JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(o);
 	} else {
 		fprintf(stderr, PROG ": %s\n", buf);

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * mercury-place: device placement for model-parallel training and the
  * per-tensor priority plan read by the Mercury tagger.
