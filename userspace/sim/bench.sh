@@ -5,6 +5,9 @@
 # 8 servers, simulate at the balanced bandwidth (pushing every gradient
 # once takes as long as forward+backward), check Mercury's speedups there
 # against the published ranges, sweep 1..500 Gbit/s and plot into out/.
+# Then, outside the timed sweep, the same balanced point with every scheme
+# aggregating per packet (--chunk = one 1500-MTU payload, 1448 B) to show
+# what the default 64 KiB chunk changes.
 set -eu
 cd "$(dirname "$0")"
 PROFILES=${PROFILES:-../../../shared/profiles/h200}
@@ -25,6 +28,10 @@ for m in $MODELS; do
 		--plot "$OUT/$m.png" >"$OUT/$m.sweep.txt"
 done
 end=$(date +%s.%N)
+for m in $MODELS; do
+	$SIM --profile "$PROFILES/$m.json" --workers 8 --servers 8 \
+		--bandwidth balanced --chunk 1448 -j >"$OUT/$m.packet.json"
+done
 
 python3 - "$OUT" $MODELS <<'PY'
 import json, sys
@@ -66,10 +73,28 @@ with open("%s/speedup.dat" % out, "w") as dat:
 n = len(models)
 print("\nmet: vs fifo %d/%d, vs bytesched %d/%d, within 5%% of ideal %d/%d"
       % (met["fifo"], n, met["bytesched"], n, met["ideal"], n))
+print("\nSame point, every scheme aggregating per packet (--chunk 1448, one "
+      "1500-MTU payload; bytesched unchanged):\n")
+print("%-13s %9s %9s %10s %10s %9s %12s %12s %12s" % ("model", "fifo ms",
+      "prio ms", "mercury ms", "m. 64K ms", "ideal ms", "vs fifo",
+      "vs bytesch", "/ideal"))
+for m in models:
+    r = res(json.load(open("%s/%s.balanced.json" % (out, m))))
+    q = res(json.load(open("%s/%s.packet.json" % (out, m))))
+    vf = q["fifo"] / q["mercury"]
+    vb = q["bytesched"] / q["mercury"]
+    vi = q["mercury"] / q["ideal"]
+    ok = lambda c: "ok " if c else "NO "
+    print("%-13s %9.2f %9.2f %10.2f %10.2f %9.2f %8.3f %s %8.3f %s %8.3f %s"
+          % (m, q["fifo"], q["prio"], q["mercury"], r["mercury"], q["ideal"],
+             vf, ok(vf >= T_FIFO), vb, ok(vb >= T_BS), vi, ok(vi <= T_IDEAL)))
 PY
 
 printf '\nsweep of %s models x 9 bandwidths x 5 schemes (plots included): %.2f s\n' \
 	"$(echo $MODELS | wc -w)" "$(echo "$end - $start" | bc)"
+printf 'machine: %s, %s CPUs, Linux %s\n' \
+	"$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" \
+	"$(nproc)" "$(uname -r)"
 
 gnuplot <<GP
 set terminal pngcairo size 1000,500 font ',10' noenhanced
