@@ -43,7 +43,8 @@ enum { EV_RELEASE, EV_LINK, EV_PUSH_ARRIVED, EV_PULL_ARRIVED };
 enum { LINK_PUSH, LINK_PULL };
 
 /* One chunk on one link.  Push chunk i has pull twin nmsg + i; the chunks
- * of a stream are consecutive. */
+ * of a stream are consecutive.  Pieces (a preempted push chunk's sent
+ * part, aggregated at once) are pull messages from 2 * nmsg on. */
 struct msim_msg {
 	int tensor;
 	int stream;		/* framework message it is part of */
@@ -53,6 +54,7 @@ struct msim_msg {
 	double phase;		/* packet ends at phase + k * pkt (wire
 				 * bytes from this chunk's start) */
 	double sent;		/* wire bytes already carried */
+	double split;		/* push: wire bytes already sent as pieces */
 	double start;		/* first byte on the link, s; < 0 before */
 	long key;		/* smaller is served first */
 	long seq;		/* FIFO among equal keys */
@@ -84,8 +86,9 @@ struct msim_state {
 	enum msim_scheme scheme;
 	double pkt;		/* wire bytes of a full packet */
 	double mss;		/* payload bytes of a full packet */
-	struct msim_msg *msg;	/* push chunks, then pull chunks */
+	struct msim_msg *msg;	/* push chunks, pull chunks, pieces */
 	int nmsg;		/* chunks per direction */
+	int npiece, maxpiece;	/* pieces made, room for them */
 	int *first_msg;		/* tensor -> its first push chunk */
 	int *nmsgs;		/* tensor -> its chunks */
 	int *left;		/* tensor -> pull chunks not yet home */
@@ -317,6 +320,30 @@ static int link_start(struct msim_state *s, int l, double now)
 	return link_serve(s, l, mh_pop(s, k->q, &k->nq), now);
 }
 
+/* A push chunk stopped by preemption ends there: what it has sent (whole
+ * packets under Mercury) is summed like a chunk of its own, as a server
+ * aggregating per packet would; the pull twin keeps the rest.  Only
+ * releases preempt, at most one per stream, so maxpiece = streams. */
+static int push_split(struct msim_state *s, int mi, double now)
+{
+	struct msim_msg *m = &s->msg[mi], *twin = &s->msg[s->nmsg + mi], *pc;
+	double w = m->sent - m->split;
+	int pi;
+
+	if (w <= 1e-6 || s->npiece == s->maxpiece)
+		return 0;
+	pi = 2 * s->nmsg + s->npiece++;
+	pc = &s->msg[pi];
+	*pc = *twin;
+	pc->wire = w;
+	pc->payload = 0;	/* only bytesched's credit reads it */
+	twin->wire -= w;
+	twin->phase -= w;
+	m->split = m->sent;
+	s->left[m->tensor]++;
+	return ev_push(s, now + s->par->latency_s, EV_PUSH_ARRIVED, pi, 0);
+}
+
 /* Queue chunk mi (key and seq already set) and preempt if the mode says. */
 static int link_enqueue(struct msim_state *s, int l, int mi, double now)
 {
@@ -334,10 +361,14 @@ static int link_enqueue(struct msim_state *s, int l, int mi, double now)
 	cur = &s->msg[k->cur];
 	sent = cur->sent + (now - k->seg_start) * k->rate;
 	if (k->mode == MODE_FLUID) {
+		int ret = 0;
+
 		cur->sent = sent < cur->wire ? sent : cur->wire;
 		mh_push(s, k->q, &k->nq, k->cur);
+		if (l == LINK_PUSH)
+			ret = push_split(s, k->cur, now);
 		k->cur = -1;
-		return link_start(s, l, now);
+		return ret ? ret : link_start(s, l, now);
 	}
 	/* The packet on the wire is finished first; packets are cut from
 	 * the stream, so their ends sit at phase + k * pkt in this chunk.
@@ -368,13 +399,16 @@ static int link_event(struct msim_state *s, int l, unsigned int version,
 	k->cur = -1;
 	if (m->sent < m->wire) {
 		mh_push(s, k->q, &k->nq, mi);	/* keeps its old seq */
-		return link_start(s, l, now);
+		ret = l == LINK_PUSH ? push_split(s, mi, now) : 0;
+		return ret ? ret : link_start(s, l, now);
 	}
 	if (s->par->trace)
 		s->par->trace(s->par->trace_ctx, l, m->tensor, m->idx,
 			      m->start, now);
+	/* a push chunk arrives as its pull twin; a pull chunk as itself */
 	ret = ev_push(s, now + s->par->latency_s,
-		      l == LINK_PUSH ? EV_PUSH_ARRIVED : EV_PULL_ARRIVED, mi, 0);
+		      l == LINK_PUSH ? EV_PUSH_ARRIVED : EV_PULL_ARRIVED,
+		      l == LINK_PUSH ? s->nmsg + mi : mi, 0);
 	if (ret || l == LINK_PULL)
 		return ret ? ret : link_start(s, l, now);
 
@@ -432,7 +466,7 @@ static int build_messages(struct msim_state *s)
 	 * extra bytes at link rate (both paths have the same rate). */
 	double ovh = cut && s->scheme != MSIM_IDEAL ?
 		     s->par->msg_overhead_s * s->link[LINK_PUSH].rate : 0;
-	uint64_t total = 0;
+	uint64_t total = 0, streams = 0;
 	int i, n = 0, stream = 0;
 
 	for (i = 0; i < prof->ntensors; i++) {
@@ -442,12 +476,15 @@ static int build_messages(struct msim_state *s)
 			uint64_t sb = b - off < sc ? b - off : sc;
 
 			total += bs ? 1 : cdiv(sb, s->par->chunk);
+			streams++;
 		}
 		if (total > MSIM_MAX_CHUNKS)
 			return -E2BIG;
 	}
 	s->nmsg = total;
-	s->msg = calloc(2 * (size_t)total, sizeof(*s->msg));
+	/* pieces only where a push chunk can be preempted */
+	s->maxpiece = s->link[LINK_PUSH].mode == MODE_MESSAGE ? 0 : streams;
+	s->msg = calloc(2 * (size_t)total + s->maxpiece, sizeof(*s->msg));
 	if (!s->msg)
 		return -ENOMEM;
 	for (i = 0; i < prof->ntensors; i++) {
@@ -529,14 +566,14 @@ static int on_release(struct msim_state *s, int tensor, double now)
 }
 
 /* All workers' copies of a chunk land together (symmetry): it is summed
- * now and queued for the pull in aggregation order. */
-static int on_push_arrived(struct msim_state *s, int mi, double now)
+ * now and its pull (pi) queued in aggregation order. */
+static int on_push_arrived(struct msim_state *s, int pi, double now)
 {
-	struct msim_msg *m = &s->msg[s->nmsg + mi];
+	struct msim_msg *m = &s->msg[pi];
 
 	m->key = msg_key(s, m->tensor);
 	m->seq = s->msgseq++;
-	return link_enqueue(s, LINK_PULL, s->nmsg + mi, now);
+	return link_enqueue(s, LINK_PULL, pi, now);
 }
 
 static int on_pull_arrived(struct msim_state *s, int mi, double now)
@@ -561,8 +598,10 @@ static int run_network(struct msim_state *s)
 
 	for (i = 0; i < 2 * s->nmsg; i++) {
 		s->msg[i].sent = 0;
+		s->msg[i].split = 0;
 		s->msg[i].start = -1;
 	}
+	s->npiece = 0;
 	for (i = 0; i < 2; i++)
 		s->link[i].cur = -1;
 	s->push_done = 0;
@@ -651,7 +690,7 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 		goto out;
 	ret = -ENOMEM;
 	s.link[0].q = calloc(s.nmsg, sizeof(int));
-	s.link[1].q = calloc(s.nmsg, sizeof(int));
+	s.link[1].q = calloc(s.nmsg + s.maxpiece, sizeof(int));
 	s.pend = calloc(s.nmsg, sizeof(int));
 	if (!s.link[0].q || !s.link[1].q || !s.pend)
 		goto out;

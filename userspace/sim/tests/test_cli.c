@@ -256,9 +256,11 @@ static void test_simple_flags_json(void **state)
 	 * 0.9, a 2.0, backward 2 ms, calls 2 ms; 500-byte chunks of 1 ms,
 	 * 100-byte packets of 0.2 ms.  push b0 0.9-1.9; a at 2.0 finds
 	 * b1 50 B in, its packet ends 2.1; a0 2.1-3.1, a1 -4.1, rest of b1
-	 * 4.1-4.9.  At the server 0.1 later: pull b0 2.0-3.0, a0 3.2-4.2,
-	 * a1 4.2-5.2 (home 5.3), b1 (summed 5.0, behind a1) 5.2-6.2 (home
-	 * 6.3).  Forward a 5.3-7.3, b 7.3-9.3, backward -11.3: iteration
+	 * 4.1-4.9.  At the server 0.1 later: pull b0 2.0-3.0, b1's first
+	 * 100 B (ended by the preemption, summed 2.2) 3.0-3.2, a0 3.2-4.2,
+	 * a1 4.2-5.2 (home 5.3), rest of b1 (summed 5.0, behind a1)
+	 * 5.2-6.0 (home 6.1).  Forward a 5.3-7.3, b 7.3-9.3, backward
+	 * -11.3: iteration
 	 * 9.3 ms after the previous backward end (2.0), stall 7.3 - 4.0 */
 	RUN(&o, "--profile", TINY, "--workers", "2", "--servers", "1",
 	    "--bandwidth", "8mbit", "--latency", "100us", "--time-scale", "2",

@@ -143,10 +143,11 @@ static void test_tiny_ideal(void **state)
 
 	(void)state;
 	hand_params(&p);
-	/* push b0 0.45-0.95; a preempts b1 at 1.0 (50 B of it sent):
-	 * a0 1.0-1.5, a1 -2.0, rest of b1 2.0-2.45.  pull b0 0.95-1.45,
-	 * a0 1.5-2.0, a1 2.0-2.5, b1 (summed 2.45) 2.5-3.0; forward a
-	 * 2.5-3.5, b 3.5-4.5 -> 4.5 */
+	/* push b0 0.45-0.95; a preempts b1 at 1.0 (50 B of it sent, a
+	 * piece summed at once): a0 1.0-1.5, a1 -2.0, rest of b1
+	 * 2.0-2.45.  pull b0 0.95-1.45, piece -1.5, a0 1.5-2.0, a1
+	 * 2.0-2.5, rest of b1 (summed 2.45) 2.5-2.95; forward a 2.5-3.5,
+	 * b 3.5-4.5 -> 4.5 */
 	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
 }
 
@@ -161,18 +162,21 @@ static void test_tiny_mercury(void **state)
 	p.trace_ctx = &t;
 	/* b0 pushed 0.45-0.95; at 1.0 b1 has 50 B out, its packet (b's
 	 * 6th) ends at 1.05, then a0 1.05-1.55, a1 -2.05, rest of b1
-	 * 2.05-2.45.  pull b0 0.95-1.45, a0 1.55-2.05, a1 2.05-2.55, b1
-	 * (summed 2.45) 2.55-3.05; forward a 2.55-3.55, b 3.55-4.55 */
+	 * 2.05-2.45.  The preemption ends b1's first piece (100 B), summed
+	 * at 1.05.  pull b0 0.95-1.45, piece 1.45-1.55, a0 1.55-2.05, a1
+	 * -2.55, rest of b1 (summed 2.45) 2.55-2.95; forward a 2.55-3.55,
+	 * b 3.55-4.55 */
 	assert_float_equal(run(&p, MSIM_MERCURY), 4.55, EPS);
-	assert_int_equal(t.n, 8);
+	assert_int_equal(t.n, 9);
 	expect_chunk(&t, 0, 0, 0, 0, 0.45, 0.95);
 	expect_chunk(&t, 0, 1, 1, 0, 1.05, 1.55);
 	expect_chunk(&t, 0, 2, 1, 1, 1.55, 2.05);
 	expect_chunk(&t, 0, 3, 0, 1, 0.95, 2.45);	/* preempted */
 	expect_chunk(&t, 1, 0, 0, 0, 0.95, 1.45);
-	expect_chunk(&t, 1, 1, 1, 0, 1.55, 2.05);
-	expect_chunk(&t, 1, 2, 1, 1, 2.05, 2.55);
-	expect_chunk(&t, 1, 3, 0, 1, 2.55, 3.05);
+	expect_chunk(&t, 1, 1, 0, 1, 1.45, 1.55);	/* b1's piece */
+	expect_chunk(&t, 1, 2, 1, 0, 1.55, 2.05);
+	expect_chunk(&t, 1, 3, 1, 1, 2.05, 2.55);
+	expect_chunk(&t, 1, 4, 0, 1, 2.55, 2.95);
 }
 
 static void test_tiny_mercury_whole(void **state)
@@ -183,16 +187,17 @@ static void test_tiny_mercury_whole(void **state)
 	hand_params(&p);
 	p.chunk = 1000;	/* one chunk per tensor: per-tensor aggregation */
 	/* 550 B sent at 1.0: b's 6th packet ends at 1.05, then a
-	 * 1.05-2.05, b 2.05-2.45; pull a 2.05-3.05, b 3.05-4.05;
-	 * forward a 3.05-4.05, b 4.05-5.05 -> 5.05 */
+	 * 1.05-2.05, b 2.05-2.45; pull b's first 600 B 1.05-1.65, a
+	 * 2.05-3.05, the other 400 B of b 3.05-3.45; forward a
+	 * 3.05-4.05, b 4.05-5.05 -> 5.05 */
 	assert_float_equal(run(&p, MSIM_MERCURY), 5.05, EPS);
 	/* 450-byte chunks (450, 450, 100): b1 starts mid-packet at stream
 	 * byte 450 and at 1.0 has 100 B out; the packet is stream bytes
 	 * 500-600, so it ends at 1.05 (150 B into b1), not at 1.0.  push
 	 * b0 0.45-0.9, a0 1.05-1.5, a1 -1.95, a2 -2.05, rest of b1
-	 * 2.05-2.35, b2 -2.45; pull b0 0.9-1.35, a0 1.5-1.95, a1 -2.4, a2
-	 * (more urgent than b1, summed 2.35) -2.5, b1 -2.95, b2 -3.05;
-	 * forward a 2.5-3.5, b 3.5-4.5 */
+	 * 2.05-2.35, b2 -2.45; pull b0 0.9-1.35, b1's first 150 B -1.5,
+	 * a0 1.5-1.95, a1 -2.4, a2 (more urgent than b1, summed 2.35)
+	 * -2.5, rest of b1 -2.8, b2 -2.9; forward a 2.5-3.5, b 3.5-4.5 */
 	p.chunk = 450;
 	assert_float_equal(run(&p, MSIM_MERCURY), 4.5, EPS);
 }
@@ -245,6 +250,14 @@ static void test_tiny_headers(void **state)
 	assert_float_equal(run(&p, MSIM_MERCURY), 4.65, EPS);
 	/* ideal ignores headers */
 	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
+	/* one chunk per tensor: the preemption at 1.0 (550 of 1100 wire
+	 * bytes) still ends a piece that is summed and pulled 1.0-1.55;
+	 * a 1.0-2.1, rest of b 2.1-2.65; pull a 2.1-3.2, rest of b
+	 * 3.2-3.75: forward a 3.2-4.2, b 4.2-5.2 (5.3 if b were summed
+	 * only when whole: b home 4.3) */
+	p.chunk = 1000;
+	assert_float_equal(run(&p, MSIM_MERCURY), 5.2, EPS);
+	p.chunk = 500;
 	/* packets are cut from the stream, not from each chunk: with
 	 * 450-byte chunks (450, 450, 100) the headers fall 5, 4, 1 per
 	 * chunk (packet 400-500 straddles chunks 0 and 1), so chunks are
