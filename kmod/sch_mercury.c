@@ -36,10 +36,10 @@
  *    configuration time: no allocation on the packet path.
  *  - A flow is a FIFO of skbs (skb->next/prev). Its most urgent packet is
  *    tracked by a "min chain" threaded through the skbs' qdisc cb: the
- *    chain holds the packets that are more urgent than every packet queued
- *    after them, in FIFO order, so its first element is the flow's most
+ *    chain holds the packets that no later packet of the flow is more
+ *    urgent than, in FIFO order, so its first element is the flow's most
  *    urgent packet. Appending a packet unlinks the chain's tail while it is
- *    not more urgent (amortised O(1): each packet leaves the chain once).
+ *    less urgent (amortised O(1): each packet leaves the chain once).
  *    Dequeue takes the FIFO head, which is the chain head or not on it.
  *    Dropping the FIFO tail, which is always the chain tail, re-threads the
  *    packets it had unlinked; this slow path is counted in chain_rebuilds.
@@ -98,9 +98,8 @@ struct mercury_level {
 	u32			nflows;		/* flows in the list */
 	u32			qlen;		/* packets queued */
 	u32			backlog;	/* bytes queued */
-	u64			packets;	/* packets sent */
-	u64			bytes;		/* bytes sent */
-	u64			drops;		/* packets dropped */
+	u32			drops;		/* packets dropped */
+	struct gnet_stats_basic_sync bstats;	/* packets and bytes sent */
 };
 
 /* Everything whose size depends on the configuration. */
@@ -277,8 +276,9 @@ static void mercury_flow_requeue(struct mercury_sched_data *q,
 /* ---- the min chain --------------------------------------------------- */
 
 /* Thread @skb onto the chain after @last, the current chain tail. Packets
- * at the tail that are not more urgent than @skb leave the chain: @skb
- * will be sent before none of them, so it bounds their urgency.
+ * at the tail that are less urgent than @skb leave the chain: they leave
+ * the flow before @skb, so they never decide its urgency again. Equally
+ * urgent ones stay, so that dropping @skb rarely has anything to re-thread.
  */
 static void mercury_chain_append(struct mercury_flow *f, struct sk_buff *last,
 				 struct sk_buff *skb)
@@ -286,7 +286,7 @@ static void mercury_chain_append(struct mercury_flow *f, struct sk_buff *last,
 	struct mercury_skb_cb *cb = mercury_cb(skb);
 
 	cb->pruned = 0;
-	while (last && mercury_rank_of(last) >= cb->rank) {
+	while (last && mercury_rank_of(last) > cb->rank) {
 		last = mercury_cb(last)->chain_prev;
 		cb->pruned = 1;
 	}
@@ -551,8 +551,7 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 		q->share_credit = 0;
 
 	l = &q->t.levels[mercury_rank_of(skb)];
-	l->packets++;
-	l->bytes += len;
+	_bstats_update(&l->bstats, len, 1);
 	if (mercury_rank_of(skb) == urank) {
 		q->stat_untagged_packets++;
 		q->stat_untagged_bytes += len;
@@ -612,11 +611,19 @@ static const char * const mercury_option_errors[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_QUANTUM]	     = KBUILD_MODNAME ": quantum must be 256..1048576 bytes",
 };
 
-static void mercury_name_bad_option(struct netlink_ext_ack *extack)
+static void mercury_name_bad_option(struct netlink_ext_ack *extack,
+				    const struct nlattr *opt)
 {
+	const void *bad;
 	int type;
 
 	if (!extack || !extack->bad_attr)
+		return;
+	/* only attributes inside our nest: TCA_OPTIONS itself keeps its
+	 * message (e.g. "NLA_F_NESTED is missing")
+	 */
+	bad = extack->bad_attr;
+	if (bad < nla_data(opt) || bad >= nla_data(opt) + nla_len(opt))
 		return;
 	type = nla_type(extack->bad_attr);
 	if (type > 0 && type <= TCA_MERCURY_MAX && mercury_option_errors[type])
@@ -659,8 +666,10 @@ static int mercury_tables_alloc(struct mercury_tables *t,
 		mercury_tables_free(t);
 		return -ENOMEM;
 	}
-	for (i = 0; i < nranks; i++)
+	for (i = 0; i < nranks; i++) {
 		INIT_LIST_HEAD(&t->levels[i].flows);
+		gnet_stats_basic_sync_init(&t->levels[i].bstats);
+	}
 	for (i = 0; i < cfg->flows; i++)
 		INIT_LIST_HEAD(&t->flows[i].node);
 	return 0;
@@ -687,7 +696,7 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 	err = nla_parse_nested(tb, TCA_MERCURY_MAX, opt, mercury_policy,
 			       extack);
 	if (err < 0) {
-		mercury_name_bad_option(extack);
+		mercury_name_bad_option(extack, opt);
 		return err;
 	}
 
@@ -715,10 +724,6 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 		cfg->quantum = nla_get_u32(tb[TCA_MERCURY_QUANTUM]);
 
 	/* Checks across options, on the configuration as it would be. */
-	if (cfg->mask >> cfg->shift == 0 && cfg->shift) {
-		NL_SET_ERR_MSG_MOD(extack, "shift moves every bit of mask out");
-		return -EINVAL;
-	}
 	if (cfg->levels > cfg->mask) {
 		NL_SET_ERR_MSG_MOD(extack,
 				   "levels exceeds the largest tag mask can give");
@@ -976,7 +981,7 @@ static void mercury_walk(struct Qdisc *sch, struct qdisc_walker *arg)
 		return;
 	for (rank = 0; rank <= q->cfg.levels; rank++) {
 		l = &q->t.levels[rank];
-		if (!l->packets && !l->qlen && !l->drops)
+		if (!u64_stats_read(&l->bstats.packets) && !l->qlen && !l->drops)
 			continue;
 		/* tags 0xffff and up have no class handle of their own */
 		if (mercury_tag_of_rank(q, rank) >= TC_MERCURY_UNTAGGED_MINOR)
@@ -991,7 +996,6 @@ static int mercury_dump_class(struct Qdisc *sch, unsigned long cl,
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
-	tcm->tcm_parent = TC_H_ROOT;
 	tcm->tcm_handle |= TC_H_MIN(mercury_minor(q, cl - 1));
 	tcm->tcm_info = 0;
 	return 0;
@@ -1003,27 +1007,22 @@ static int mercury_dump_class_stats(struct Qdisc *sch, unsigned long cl,
 	struct mercury_sched_data *q = qdisc_priv(sch);
 	struct tc_mercury_cl_xstats st = {};
 	struct gnet_stats_queue qs = {};
-	const struct mercury_level *l;
-	u32 rank = cl - 1;
+	struct mercury_level *l;
+	u32 rank = cl - 1, qlen;
 
-	sch_tree_lock(sch);
-	if (rank > q->cfg.levels) {
-		sch_tree_unlock(sch);
+	if (rank > q->cfg.levels)
 		return -EINVAL;
-	}
 	l = &q->t.levels[rank];
+	sch_tree_lock(sch);
 	st.tag = mercury_tag_of_rank(q, rank);
-	st.qlen = l->qlen;
-	st.backlog = l->backlog;
 	st.flows = l->nflows;
-	st.packets = l->packets;
-	st.bytes = l->bytes;
-	st.drops = l->drops;
+	qs.backlog = l->backlog;
+	qs.drops = l->drops;
+	qlen = l->qlen;
 	sch_tree_unlock(sch);
 
-	qs.backlog = st.backlog;
-	qs.drops = min_t(u64, st.drops, U32_MAX);
-	if (gnet_stats_copy_queue(d, NULL, &qs, st.qlen) < 0)
+	if (gnet_stats_copy_basic(d, NULL, &l->bstats, true) < 0 ||
+	    gnet_stats_copy_queue(d, NULL, &qs, qlen) < 0)
 		return -1;
 	return gnet_stats_copy_app(d, &st, sizeof(st));
 }

@@ -69,18 +69,15 @@ struct tc_mercury_xstats {
 /*
  * Class statistics (TCA_STATS_APP of a class). Class minor N is tag N;
  * the untagged class is minor TC_MERCURY_UNTAGGED_MINOR. Only levels that
- * ever saw a packet are listed.
+ * ever saw a packet are listed. Packets, bytes, drops, backlog and qlen of
+ * a level are in the class's standard statistics. This struct must stay
+ * smaller than struct tc_mercury_xstats: tc tells the two apart by size.
  */
 #define TC_MERCURY_UNTAGGED_MINOR	0xffff
 
 struct tc_mercury_cl_xstats {
 	__u32	tag;			/* tag of this level, 0: untagged */
-	__u32	qlen;			/* packets queued with this tag */
-	__u32	backlog;		/* bytes queued with this tag */
 	__u32	flows;			/* flows served at this level now */
-	__u64	packets;		/* packets sent with this tag */
-	__u64	bytes;			/* bytes sent with this tag */
-	__u64	drops;			/* packets with this tag dropped */
 };
 
 #endif /* _UAPI_LINUX_MERCURY_H */

@@ -1,0 +1,94 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build everything and run every test suite: style, host unit tests of each
+# userspace component, and the kernel selftests in one VM boot. Prints each
+# result as KTAP and ends with "N passed, N failed, N skipped". A suite that
+# cannot run counts as failed, never as skipped.
+#
+#   scripts/run-tests.sh [SUITE...]   suites: build style unit vm (default all)
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+logs=$top/out/tests
+mkdir -p "$logs"
+suites=${*:-build style unit vm}
+
+pass=0
+fail=0
+skip=0
+n=0
+
+result() {	# result ok|fail|skip NAME
+	n=$((n + 1))
+	case $1 in
+	ok) pass=$((pass + 1)); echo "ok $n $2" ;;
+	skip) skip=$((skip + 1)); echo "ok $n $2 # SKIP" ;;
+	*) fail=$((fail + 1)); echo "not ok $n $2" ;;
+	esac
+}
+
+# run_suite NAME CMD...: count the TAP/KTAP lines CMD prints; a non-zero
+# exit with no failing line, or no line at all, is one failure.
+run_suite() {
+	local name=$1 log=$logs/$1.log rc line desc f0=$fail
+	shift
+	echo "# suite $name: $*"
+	"$@" > "$log" 2>&1
+	rc=$?
+	local found=0
+	while IFS= read -r line; do
+		case $line in
+		"ok "*"# SKIP"*|"ok "*"# skip"*)
+			found=1; result skip "$name: ${line#ok * }" ;;
+		"ok "*)
+			found=1; desc=$(echo "$line" | sed -E 's/^ok [0-9]+ (- )?//'); result ok "$name: $desc" ;;
+		"not ok "*)
+			found=1; desc=$(echo "$line" | sed -E 's/^not ok [0-9]+ (- )?//'); result fail "$name: $desc" ;;
+		esac
+	done < <(grep -E '^(not )?ok [0-9]+' "$log")
+	if [ $found = 0 ] || { [ $rc != 0 ] && [ $fail = "$f0" ]; }; then
+		result fail "$name: exited $rc (see $log)"
+	fi
+	if [ $fail != "$f0" ] || [ $rc != 0 ]; then
+		tail -n 40 "$log" | sed 's/^/#   /'
+	fi
+}
+
+build_all() {
+	local ok=0
+	make -s module >"$logs/build-module.log" 2>&1 && echo "ok 1 module" || { echo "not ok 1 module"; ok=1; }
+	if grep -q "warning:" "$logs/build-module.log"; then echo "not ok 2 module builds without warnings at W=1"; ok=1
+	else echo "ok 2 module builds without warnings at W=1"; fi
+	make -s tc-plugin >"$logs/build-tc.log" 2>&1 && echo "ok 3 tc plugin" || { echo "not ok 3 tc plugin"; ok=1; }
+	make -s userspace >"$logs/build-user.log" 2>&1 && echo "ok 4 userspace" || { echo "not ok 4 userspace"; ok=1; }
+	cat "$logs"/build-*.log | grep -E "error|warning" | head -20 | sed 's/^/# /'
+	return $ok
+}
+
+style_check() {
+	if make -s style > "$logs/style-out.log" 2>&1; then
+		echo "ok 1 checkpatch --strict clean (kmod, uapi, tc-plugin)"
+	else
+		echo "not ok 1 checkpatch --strict clean (kmod, uapi, tc-plugin)"
+		sed 's/^/# /' "$logs/style-out.log" | head -30
+	fi
+}
+
+for s in $suites; do
+	case $s in
+	build) run_suite build build_all ;;
+	style) run_suite style style_check ;;
+	unit)
+		for m in userspace/*/Makefile; do
+			d=$(dirname "$m")
+			run_suite "unit-$(basename "$d")" make -s -C "$d" test
+		done ;;
+	vm)
+		run_suite vm scripts/vm-run.sh -o "$top/out/vm-tests" selftests/mercury_*.sh ;;
+	*) echo "run-tests: unknown suite $s" >&2; exit 2 ;;
+	esac
+done
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

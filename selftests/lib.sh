@@ -1,0 +1,137 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared helpers for Mercury's guest selftests (sourced, never run).
+# KTAP output, namespaces, module loading, statistics from tc -j.
+
+ksft_skip=4
+TC=/usr/sbin/tc
+IP=/usr/sbin/ip
+MERCURY_ROOT=${MERCURY_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+export TC_LIB_DIR=$MERCURY_ROOT/tc-plugin
+TRAFFIC="python3 $MERCURY_ROOT/selftests/mercury_traffic.py"
+
+_ktap_n=0
+_ktap_fail=0
+
+ktap_ok()   { _ktap_n=$((_ktap_n + 1)); echo "ok $_ktap_n $*"; }
+ktap_fail() { _ktap_n=$((_ktap_n + 1)); _ktap_fail=$((_ktap_fail + 1)); echo "not ok $_ktap_n $*"; }
+ktap_skip() { _ktap_n=$((_ktap_n + 1)); echo "ok $_ktap_n $* # SKIP"; }
+# ktap_check NAME CMD...: ok when CMD succeeds; its output goes to the log.
+ktap_check() {
+	local name=$1
+	shift
+	if "$@"; then ktap_ok "$name"; else ktap_fail "$name"; fi
+}
+ktap_finish() {
+	echo "1..$_ktap_n"
+	[ $_ktap_fail -eq 0 ]
+	exit $?
+}
+log() { echo "# $*"; }
+
+# Load the module built in the tree (once per boot).
+mercury_load() {
+	grep -q '^sch_mercury ' /proc/modules && return 0
+	insmod "$MERCURY_ROOT/sch_mercury.ko" ||
+		{ echo "not ok 1 cannot load sch_mercury.ko"; exit 1; }
+}
+
+# Unique namespace names per test script run.
+NS_S=mrc-s-$$
+NS_R=mrc-r-$$
+ADDR_S=10.199.0.1
+ADDR_R=10.199.0.2
+
+# Two namespaces joined by a veth pair; the sender's egress is the device
+# under test. Optional: number of tx queues.
+setup_pair() {
+	local txq=${1:-1}
+	$IP netns add $NS_S && $IP netns add $NS_R || return 1
+	$IP netns exec $NS_S sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	$IP netns exec $NS_R sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	$IP -n $NS_S link add veth0 numtxqueues "$txq" numrxqueues "$txq" \
+		type veth peer name veth1 netns $NS_R || return 1
+	$IP -n $NS_S addr add $ADDR_S/24 dev veth0
+	$IP -n $NS_R addr add $ADDR_R/24 dev veth1
+	# no IPv6 router or neighbour solicitations in the measured queue
+	$IP netns exec $NS_S sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+	$IP netns exec $NS_R sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+	$IP netns exec $NS_S sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	$IP -n $NS_S link set lo up
+	$IP -n $NS_R link set lo up
+	$IP -n $NS_S link set veth0 up
+	$IP -n $NS_R link set veth1 up
+	# No neighbour discovery packets in the measured queue.
+	$IP -n $NS_S neigh replace $ADDR_R lladdr \
+		"$($IP -n $NS_R -j link show veth1 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')" \
+		dev veth0 nud permanent
+}
+
+cleanup_pair() {
+	$IP netns del $NS_S 2>/dev/null
+	$IP netns del $NS_R 2>/dev/null
+	true
+}
+
+tcs() { $IP netns exec $NS_S $TC "$@"; }
+
+# qdisc_stat DEV HANDLE KEY: a number from tc -j -s qdisc show (top level
+# or inside "xstats").
+qdisc_stat() {
+	tcs -j -s qdisc show dev "$1" | python3 -c '
+import json, sys
+h, k = sys.argv[1], sys.argv[2]
+for q in json.load(sys.stdin):
+    if q["handle"] == h:
+        v = q.get(k, q.get("xstats", {}).get(k))
+        print(v)
+        break
+else:
+    print("none")' "$2" "$3"
+}
+
+# wait_backlog_zero DEV HANDLE [SECONDS]: poll until the queue drained.
+wait_backlog_zero() {
+	local i
+	for ((i = 0; i < ${3:-60} * 5; i++)); do
+		[ "$(qdisc_stat "$1" "$2" qlen)" = 0 ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# run_traffic REC COUNT SEND-ARGS...: a receiver in $NS_R records up to
+# COUNT packets into REC while a sender in $NS_S sends SEND-ARGS.
+run_traffic() {
+	local rec=$1 count=$2 i pid
+	shift 2
+	rm -f "$rec" "$rec.ready"
+	$IP netns exec $NS_R $TRAFFIC recv --count "$count" --out "$rec" \
+		--ready "$rec.ready" --idle 8 &
+	pid=$!
+	for ((i = 0; i < 300; i++)); do
+		[ -e "$rec.ready" ] && break
+		sleep 0.1
+	done
+	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R "$@"
+	wait $pid
+}
+
+check() { $TRAFFIC check "$@"; }
+
+# The link the tests slow down: tbf at RATE on the sender's veth0, with
+# the qdisc under test (the rest of the arguments) as its child 10:.
+setup_tbf() {
+	local rate=$1
+	shift
+	tcs qdisc replace dev veth0 root handle 1: tbf rate "$rate" burst 3000 limit 10000000 &&
+	tcs qdisc add dev veth0 parent 1:1 handle 10: "$@"
+}
+
+teardown_qdisc() { tcs qdisc del dev veth0 root 2>/dev/null; true; }
+
+# drained_with DEV HANDLE N: the queue drained and sent exactly N packets.
+drained_with() {
+	wait_backlog_zero "$1" "$2" && [ "$(qdisc_stat "$1" "$2" packets)" = "$3" ]
+}

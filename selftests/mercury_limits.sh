@@ -1,0 +1,102 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Overflow policy and exact counters.
+#
+#   +------------- ns mrc-s -------------+      +---- ns mrc-r ----+
+#   | mercury_traffic.py send            |      | ... recv         |
+#   | veth0: tbf 2mbit -> mercury (10:)  |------| veth1            |
+#   |        limit / memory_limit small  |      |                  |
+#   +------------------------------------+      +------------------+
+#
+# A burst larger than the queue, then urgent packets: the urgent ones must
+# all arrive, the drops must come from the least urgent level, and every
+# counter of tc -s (qdisc and per level) must add up to what arrived.
+source "$(dirname "$0")/lib.sh"
+mercury_load
+trap cleanup_pair EXIT
+setup_pair || { echo "not ok 1 setup"; exit 1; }
+
+R=/tmp/limits.json
+
+# class_stat KEY TAG: a per-level counter (packets, bytes, drops) from
+# tc -s class show. tc 6.1 prints classes as text only, even with -j.
+class_stat() {
+	tcs -s class show dev veth0 | python3 -c '
+import re, sys
+k, tag = sys.argv[1], int(sys.argv[2])
+for block in re.split(r"\n(?=class )", sys.stdin.read()):
+    m = re.search(r"^class mercury .*Sent (\d+) bytes (\d+) pkt \(dropped (\d+).*\n +tag (\d+) ",
+                  block, re.S)
+    if m and int(m.group(4)) == tag:
+        print({"bytes": m.group(1), "packets": m.group(2), "drops": m.group(3)}[k])
+        break
+else:
+    print("none")' "$1" "$2"
+}
+
+counters_add_up() {
+	local sent=$1 got=$2 pk dr
+	pk=$(qdisc_stat veth0 10: packets)
+	dr=$(qdisc_stat veth0 10: drops)
+	log "sent $sent, received $got, qdisc packets $pk drops $dr"
+	[ "$pk" = "$got" ] && [ "$dr" = $((sent - got)) ] &&
+	[ "$(qdisc_stat veth0 10: backlog)" = 0 ] &&
+	[ "$(qdisc_stat veth0 10: qlen)" = 0 ]
+}
+
+received() { python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' $R; }
+
+# --- packet limit ---------------------------------------------------------
+setup_tbf 2mbit mercury limit 40
+run_traffic $R 160 --burst lo:10:140 --burst hi:1:20
+wait_backlog_zero veth0 10:
+got=$(received)
+ktap_check "limit: every urgent packet arrives" check count --rec $R --urgent hi --count 20
+ktap_check "limit: drops happened and only less urgent" \
+	test "$(class_stat drops 10)" -gt 0 -a "$(class_stat drops 1)" = 0
+ktap_check "limit: tc -s packets, drops, backlog exact" counters_add_up 160 "$got"
+ktap_check "limit: drops counted as limit drops" \
+	test "$(qdisc_stat veth0 10: drops_limit)" = "$((160 - got))" -a "$(qdisc_stat veth0 10: drops_memory)" = 0
+ktap_check "limit: per-level sent counters add up" \
+	test "$(class_stat packets 1)" = 20 -a "$(($(class_stat packets 10) + 20))" = "$got"
+ktap_check "limit: most urgent level seen is 1" test "$(qdisc_stat veth0 10: most_urgent)" = 1
+teardown_qdisc
+
+# --- memory limit ---------------------------------------------------------
+setup_tbf 2mbit mercury memory_limit 100kb
+run_traffic $R 160 --burst lo:10:140 --burst hi:1:20
+wait_backlog_zero veth0 10:
+got=$(received)
+ktap_check "memory_limit: every urgent packet arrives" check count --rec $R --urgent hi --count 20
+ktap_check "memory_limit: drops counted as memory drops" \
+	test "$(qdisc_stat veth0 10: drops_memory)" -gt 0 -a "$(qdisc_stat veth0 10: drops_limit)" = 0
+ktap_check "memory_limit: tc -s packets, drops, backlog exact" counters_add_up 160 "$got"
+ktap_check "memory_limit: memory_usage back to 0" test "$(qdisc_stat veth0 10: memory_usage)" = 0
+teardown_qdisc
+
+# --- a more urgent packet is never dropped for a less urgent one ----------
+setup_tbf 2mbit mercury limit 30
+run_traffic $R 95 --burst hi:1:25 --burst lo:10:70
+wait_backlog_zero veth0 10:
+got=$(received)
+ktap_check "full of urgent: arriving less urgent packets are the ones dropped" \
+	test "$(class_stat drops 1)" = 0 -a "$(class_stat drops 10)" -gt 0
+ktap_check "full of urgent: every urgent packet arrives" check count --rec $R --urgent hi --count 25
+ktap_check "full of urgent: counters exact" counters_add_up 95 "$got"
+teardown_qdisc
+
+# --- tail drop inside a mixed flow rebuilds its urgency -------------------
+# One flow queues tag 5 packets then one tag 2 packet per round; the
+# limit drops the flow's tail, which has to restore the flow's level.
+setup_tbf 2mbit mercury limit 20
+run_traffic $R 175 --burst m:5:30 --burst m:2:1 --burst m:5:30 --burst m:2:1 \
+	--burst o:1:15 --burst m:6:98
+wait_backlog_zero veth0 10:
+got=$(received)
+ktap_check "mixed flow drops: order inside the flow kept" check in-flow-order --rec $R
+ktap_check "mixed flow drops: counters exact" counters_add_up 175 "$got"
+ktap_check "mixed flow drops: urgent flow complete" check count --rec $R --urgent o --count 15
+teardown_qdisc
+
+ktap_finish

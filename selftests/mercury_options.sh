@@ -1,0 +1,98 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Options: every option round-trips through tc; every bad value is
+# rejected with a message naming the option, exit code 2, nothing changed.
+#
+#   +---- ns mrc-s ----+
+#   | dummy0: mercury  |
+#   +------------------+
+source "$(dirname "$0")/lib.sh"
+mercury_load
+NS_S=mrc-o-$$
+trap '$IP netns del $NS_S 2>/dev/null' EXIT
+$IP netns add $NS_S && $IP -n $NS_S link add dummy0 type dummy && $IP -n $NS_S link set dummy0 up ||
+	{ echo "not ok 1 setup"; exit 1; }
+
+show() { tcs qdisc show dev dummy0; }
+showj() { tcs -j qdisc show dev dummy0; }
+
+# defaults
+tcs qdisc add dev dummy0 root handle 1: mercury
+ktap_check "defaults shown" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; show | grep -q 'levels 1024 tag mark shift 0 mask 0xffff untagged first untagged_share 0 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum'"
+ktap_check "defaults in JSON with raw numbers" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; showj | python3 -c '
+import json,sys
+o = json.load(sys.stdin)[0][\"options\"]
+assert o == {\"levels\": 1024, \"tag\": \"mark\", \"shift\": 0, \"mask\": 65535,
+  \"untagged\": \"first\", \"untagged_share\": 0, \"flow_order\": True, \"flows\": 1024,
+  \"limit\": 10000, \"memory_limit\": 33554432, \"quantum\": o[\"quantum\"]}, o
+assert o[\"quantum\"] >= 3028, o'"
+tcs qdisc del dev dummy0 root
+
+# every option at once, and the printed form parses back to the same state
+all="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 4Mb quantum 9000"
+ktap_check "add with every option" tcs qdisc add dev dummy0 root handle 1: mercury $all
+printed=$(show | sed -n 's/.*mercury 1: root refcnt [0-9]* //p')
+log "printed: $printed"
+before=$(showj)
+ktap_check "printed options parse back unchanged" tcs qdisc change dev dummy0 root handle 1: mercury $printed
+ktap_check "state identical after round trip" test "$before" = "$(showj)"
+ktap_check "tc -s -j has mercury's statistics" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; tcs -s -j qdisc show dev dummy0 | python3 -c '
+import json,sys
+q = json.load(sys.stdin)[0]
+x = q.get(\"xstats\", q)
+for k in (\"flows\",\"levels_active\",\"most_urgent\",\"memory_usage\",\"drops_limit\",\"drops_memory\",\"inversions_avoided\",\"chain_rebuilds\",\"untagged_packets\",\"untagged_bytes\",\"share_forced\"):
+    assert isinstance(x[k], int), k'"
+tcs qdisc del dev dummy0 root
+
+# bad values: tc exits 2, the message names the option, nothing changes
+tcs qdisc add dev dummy0 root handle 1: mercury levels 100 untagged last
+before=$(showj)
+# bad NAME RC MESSAGE OPTIONS...: the kernel's rejections exit 2, tc's own
+# parser exits 1 (255 for a missing value).
+bad() {
+	local name=$1 want_rc=$2 want=$3 err
+	shift 3
+	err=$(tcs qdisc change dev dummy0 root handle 1: mercury "$@" 2>&1)
+	local rc=$?
+	if [ $rc = "$want_rc" ] && echo "$err" | grep -q -- "$want" && [ "$(showj)" = "$before" ]; then
+		ktap_ok "rejects $name"
+	else
+		log "$*: rc $rc, said: $err"
+		ktap_fail "rejects $name"
+	fi
+}
+bad "levels 0" 2 "levels" levels 0
+bad "levels 65537" 2 "levels" levels 65537
+bad "levels above mask" 2 "levels" levels 300 mask 0xff
+bad "levels not a number" 1 "levels" levels many
+bad "tag foo" 1 "tag" tag foo
+bad "shift 32" 2 "shift" shift 32
+bad "shift 300" 1 "shift" shift 300
+bad "mask 0" 2 "mask" mask 0
+bad "untagged middle" 1 "untagged" untagged middle
+bad "untagged_share 91" 2 "untagged_share" untagged_share 91
+bad "untagged_share with untagged first" 2 "untagged_share" untagged first untagged_share 10
+bad "flow_order maybe" 1 "flow_order" flow_order maybe
+bad "flows 0" 2 "flows" flows 0
+bad "flows 65537" 2 "flows" flows 65537
+bad "limit 0" 2 "limit" limit 0
+bad "memory_limit 0" 2 "memory_limit" memory_limit 0
+bad "memory_limit junk" 1 "memory_limit" memory_limit 12zz
+bad "quantum 100" 2 "quantum" quantum 100
+bad "quantum 2mb" 2 "quantum" quantum 2mb
+bad "unknown option" 1 "unknown parameter" colour blue
+bad "missing value" 255 "not complete" levels
+tcs qdisc del dev dummy0 root
+
+# bad values on add create nothing
+err=$(tcs qdisc add dev dummy0 root handle 1: mercury levels 0 2>&1)
+rc=$?
+ktap_check "bad add fails with 2 and creates nothing" test $rc = 2 -a -z "$(show | grep mercury)"
+
+# largest configuration
+ktap_check "levels 65536 flows 65536" tcs qdisc add dev dummy0 root handle 1: mercury levels 65536 mask 0x1ffff flows 65536
+ktap_check "help prints usage" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; tcs qdisc add dev dummy0 root mercury help 2>&1 | grep -q Usage"
+tcs qdisc del dev dummy0 root
+
+ktap_finish

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * q_mercury.c	tc support for the Mercury layer-priority qdisc.
+ *
+ * Loaded by tc as $TC_LIB_DIR/q_mercury.so. Parses the options into nested
+ * TCA_MERCURY_* attributes (only the options the user gave, so "change"
+ * keeps the rest), prints them back in the same syntax, and prints the
+ * qdisc's and each level's statistics. Ranges are the kernel's to check:
+ * its extack message names the option that was wrong.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "utils.h"
+#include "tc_util.h"
+
+#include <linux/mercury.h>
+
+static void mercury_explain(void)
+{
+	fprintf(stderr,
+		"Usage: ... mercury [ levels NUMBER ] [ tag { mark | priority } ]\n"
+		"                   [ shift BITS ] [ mask MASK ]\n"
+		"                   [ untagged { first | last } ] [ untagged_share PERCENT ]\n"
+		"                   [ flow_order { on | off } ] [ flows NUMBER ]\n"
+		"                   [ limit PACKETS ] [ memory_limit BYTES ] [ quantum BYTES ]\n"
+		"Tag = (mark or priority >> shift) & mask; tag 1 is the most urgent,\n"
+		"tag 0 and tags above levels are untagged.\n");
+}
+
+static int mercury_bad(const char *opt, const char *val)
+{
+	fprintf(stderr, "mercury: illegal \"%s\" value \"%s\"\n", opt, val);
+	mercury_explain();
+	return -1;
+}
+
+/* A keyword option: one of two words, sent as 0 or 1. */
+static int mercury_get_choice(__u8 *v, const char *arg, const char *w0,
+			      const char *w1)
+{
+	if (strcmp(arg, w0) == 0)
+		*v = 0;
+	else if (strcmp(arg, w1) == 0)
+		*v = 1;
+	else
+		return -1;
+	return 0;
+}
+
+static int mercury_parse_opt(struct qdisc_util *qu, int argc, char **argv,
+			     struct nlmsghdr *n, const char *dev)
+{
+	__u32 levels, mask, flows, limit, memory_limit, quantum;
+	bool set_levels = false, set_mask = false, set_flows = false;
+	bool set_limit = false, set_memory = false, set_quantum = false;
+	bool set_source = false, set_shift = false, set_untagged = false;
+	bool set_share = false, set_order = false;
+	__u8 source, shift, untagged, share, order;
+	struct rtattr *tail;
+
+	while (argc > 0) {
+		if (strcmp(*argv, "levels") == 0) {
+			NEXT_ARG();
+			if (get_u32(&levels, *argv, 0))
+				return mercury_bad("levels", *argv);
+			set_levels = true;
+		} else if (strcmp(*argv, "tag") == 0) {
+			NEXT_ARG();
+			if (mercury_get_choice(&source, *argv, "mark",
+					       "priority"))
+				return mercury_bad("tag", *argv);
+			set_source = true;
+		} else if (strcmp(*argv, "shift") == 0) {
+			NEXT_ARG();
+			if (get_u8(&shift, *argv, 0))
+				return mercury_bad("shift", *argv);
+			set_shift = true;
+		} else if (strcmp(*argv, "mask") == 0) {
+			NEXT_ARG();
+			if (get_u32(&mask, *argv, 0))
+				return mercury_bad("mask", *argv);
+			set_mask = true;
+		} else if (strcmp(*argv, "untagged") == 0) {
+			NEXT_ARG();
+			if (mercury_get_choice(&untagged, *argv, "first",
+					       "last"))
+				return mercury_bad("untagged", *argv);
+			set_untagged = true;
+		} else if (strcmp(*argv, "untagged_share") == 0) {
+			NEXT_ARG();
+			if (get_u8(&share, *argv, 0))
+				return mercury_bad("untagged_share", *argv);
+			set_share = true;
+		} else if (strcmp(*argv, "flow_order") == 0) {
+			NEXT_ARG();
+			if (mercury_get_choice(&order, *argv, "off", "on"))
+				return mercury_bad("flow_order", *argv);
+			set_order = true;
+		} else if (strcmp(*argv, "flows") == 0) {
+			NEXT_ARG();
+			if (get_u32(&flows, *argv, 0))
+				return mercury_bad("flows", *argv);
+			set_flows = true;
+		} else if (strcmp(*argv, "limit") == 0) {
+			NEXT_ARG();
+			if (get_u32(&limit, *argv, 0))
+				return mercury_bad("limit", *argv);
+			set_limit = true;
+		} else if (strcmp(*argv, "memory_limit") == 0) {
+			NEXT_ARG();
+			if (get_size(&memory_limit, *argv))
+				return mercury_bad("memory_limit", *argv);
+			set_memory = true;
+		} else if (strcmp(*argv, "quantum") == 0) {
+			NEXT_ARG();
+			if (get_size(&quantum, *argv))
+				return mercury_bad("quantum", *argv);
+			set_quantum = true;
+		} else {
+			if (strcmp(*argv, "help") != 0)
+				fprintf(stderr,
+					"mercury: unknown parameter \"%s\"\n",
+					*argv);
+			mercury_explain();
+			return -1;
+		}
+		argc--;
+		argv++;
+	}
+
+	tail = addattr_nest(n, 1024, TCA_OPTIONS | NLA_F_NESTED);
+	if (set_levels)
+		addattr32(n, 1024, TCA_MERCURY_LEVELS, levels);
+	if (set_source)
+		addattr8(n, 1024, TCA_MERCURY_TAG_SOURCE, source);
+	if (set_shift)
+		addattr8(n, 1024, TCA_MERCURY_TAG_SHIFT, shift);
+	if (set_mask)
+		addattr32(n, 1024, TCA_MERCURY_TAG_MASK, mask);
+	if (set_untagged)
+		addattr8(n, 1024, TCA_MERCURY_UNTAGGED, untagged);
+	if (set_share)
+		addattr8(n, 1024, TCA_MERCURY_UNTAGGED_SHARE, share);
+	if (set_order)
+		addattr8(n, 1024, TCA_MERCURY_FLOW_ORDER, order);
+	if (set_flows)
+		addattr32(n, 1024, TCA_MERCURY_FLOWS, flows);
+	if (set_limit)
+		addattr32(n, 1024, TCA_MERCURY_LIMIT, limit);
+	if (set_memory)
+		addattr32(n, 1024, TCA_MERCURY_MEMORY_LIMIT, memory_limit);
+	if (set_quantum)
+		addattr32(n, 1024, TCA_MERCURY_QUANTUM, quantum);
+	addattr_nest_end(n, tail);
+	return 0;
+}
+
+static __u32 mercury_rta_u32(struct rtattr *tb[], int type)
+{
+	if (tb[type] && RTA_PAYLOAD(tb[type]) >= sizeof(__u32))
+		return rta_getattr_u32(tb[type]);
+	return 0;
+}
+
+static __u8 mercury_rta_u8(struct rtattr *tb[], int type)
+{
+	if (tb[type] && RTA_PAYLOAD(tb[type]) >= sizeof(__u8))
+		return rta_getattr_u8(tb[type]);
+	return 0;
+}
+
+static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
+			     struct rtattr *opt)
+{
+	struct rtattr *tb[TCA_MERCURY_MAX + 1];
+	char hex[16];
+
+	if (!opt)
+		return 0;
+	parse_rtattr_nested(tb, TCA_MERCURY_MAX, opt);
+
+	if (tb[TCA_MERCURY_LEVELS])
+		print_uint(PRINT_ANY, "levels", "levels %u ",
+			   mercury_rta_u32(tb, TCA_MERCURY_LEVELS));
+	if (tb[TCA_MERCURY_TAG_SOURCE])
+		print_string(PRINT_ANY, "tag", "tag %s ",
+			     mercury_rta_u8(tb, TCA_MERCURY_TAG_SOURCE) ==
+			     TC_MERCURY_TAG_PRIORITY ? "priority" : "mark");
+	if (tb[TCA_MERCURY_TAG_SHIFT])
+		print_uint(PRINT_ANY, "shift", "shift %u ",
+			   mercury_rta_u8(tb, TCA_MERCURY_TAG_SHIFT));
+	if (tb[TCA_MERCURY_TAG_MASK]) {
+		/* hex in text, the raw number in JSON */
+		snprintf(hex, sizeof(hex), "0x%x",
+			 mercury_rta_u32(tb, TCA_MERCURY_TAG_MASK));
+		print_string(PRINT_FP, NULL, "mask %s ", hex);
+		print_uint(PRINT_JSON, "mask", NULL,
+			   mercury_rta_u32(tb, TCA_MERCURY_TAG_MASK));
+	}
+	if (tb[TCA_MERCURY_UNTAGGED])
+		print_string(PRINT_ANY, "untagged", "untagged %s ",
+			     mercury_rta_u8(tb, TCA_MERCURY_UNTAGGED) ==
+			     TC_MERCURY_UNTAGGED_LAST ? "last" : "first");
+	if (tb[TCA_MERCURY_UNTAGGED_SHARE])
+		print_uint(PRINT_ANY, "untagged_share", "untagged_share %u ",
+			   mercury_rta_u8(tb, TCA_MERCURY_UNTAGGED_SHARE));
+	if (tb[TCA_MERCURY_FLOW_ORDER]) {
+		print_string(PRINT_FP, NULL, "flow_order %s ",
+			     mercury_rta_u8(tb, TCA_MERCURY_FLOW_ORDER) ?
+			     "on" : "off");
+		print_bool(PRINT_JSON, "flow_order", NULL,
+			   mercury_rta_u8(tb, TCA_MERCURY_FLOW_ORDER));
+	}
+	if (tb[TCA_MERCURY_FLOWS])
+		print_uint(PRINT_ANY, "flows", "flows %u ",
+			   mercury_rta_u32(tb, TCA_MERCURY_FLOWS));
+	if (tb[TCA_MERCURY_LIMIT])
+		print_uint(PRINT_ANY, "limit", "limit %u ",
+			   mercury_rta_u32(tb, TCA_MERCURY_LIMIT));
+	if (tb[TCA_MERCURY_MEMORY_LIMIT])
+		print_size(PRINT_ANY, "memory_limit", "memory_limit %s ",
+			   mercury_rta_u32(tb, TCA_MERCURY_MEMORY_LIMIT));
+	if (tb[TCA_MERCURY_QUANTUM])
+		print_size(PRINT_ANY, "quantum", "quantum %s ",
+			   mercury_rta_u32(tb, TCA_MERCURY_QUANTUM));
+	return 0;
+}
+
+static void mercury_print_qdisc_xstats(const struct tc_mercury_xstats *st)
+{
+	print_uint(PRINT_ANY, "flows", "  flows %u", st->flows);
+	print_uint(PRINT_ANY, "levels_active", " levels_active %u",
+		   st->levels_active);
+	print_uint(PRINT_ANY, "most_urgent", " most_urgent %u",
+		   st->most_urgent);
+	print_size(PRINT_ANY, "memory_usage", " memory_usage %s",
+		   st->memory_usage);
+	print_nl();
+	print_u64(PRINT_ANY, "drops_limit", "  drops_limit %llu",
+		  st->drops_limit);
+	print_u64(PRINT_ANY, "drops_memory", " drops_memory %llu",
+		  st->drops_memory);
+	print_u64(PRINT_ANY, "inversions_avoided", " inversions_avoided %llu",
+		  st->inversions_avoided);
+	print_u64(PRINT_ANY, "chain_rebuilds", " chain_rebuilds %llu",
+		  st->chain_rebuilds);
+	print_nl();
+	print_u64(PRINT_ANY, "untagged_packets", "  untagged_packets %llu",
+		  st->untagged_packets);
+	print_u64(PRINT_ANY, "untagged_bytes", " untagged_bytes %llu",
+		  st->untagged_bytes);
+	print_u64(PRINT_ANY, "share_forced", " share_forced %llu",
+		  st->share_forced);
+}
+
+static void mercury_print_class_xstats(const struct tc_mercury_cl_xstats *st)
+{
+	print_uint(PRINT_ANY, "tag", "  tag %u", st->tag);
+	print_uint(PRINT_ANY, "flows", " flows %u", st->flows);
+}
+
+/*
+ * Qdisc and class statistics come through here alike; the class struct is
+ * the smaller one (see the uapi header). A kernel with a longer or shorter
+ * struct than ours still prints: we copy what both know, zero the rest.
+ */
+static int mercury_print_xstats(struct qdisc_util *qu, FILE *f,
+				struct rtattr *xstats)
+{
+	struct tc_mercury_cl_xstats cl = {};
+	struct tc_mercury_xstats st = {};
+	unsigned int len;
+
+	if (!xstats)
+		return 0;
+	len = RTA_PAYLOAD(xstats);
+	if (len >= sizeof(st)) {
+		memcpy(&st, RTA_DATA(xstats), sizeof(st));
+		mercury_print_qdisc_xstats(&st);
+	} else if (len >= sizeof(cl)) {
+		memcpy(&cl, RTA_DATA(xstats), sizeof(cl));
+		mercury_print_class_xstats(&cl);
+	} else {
+		fprintf(stderr, "mercury: statistics too short (%u bytes)\n",
+			len);
+		return -1;
+	}
+	return 0;
+}
+
+static int mercury_print_copt(struct qdisc_util *qu, FILE *f,
+			      struct rtattr *opt)
+{
+	return 0;
+}
+
+struct qdisc_util mercury_qdisc_util = {
+	.id		= "mercury",
+	.parse_qopt	= mercury_parse_opt,
+	.print_qopt	= mercury_print_opt,
+	.print_xstats	= mercury_print_xstats,
+	.print_copt	= mercury_print_copt,
+};
