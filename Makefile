@@ -53,3 +53,113 @@ clean:
 	$(MAKE) -C tc-plugin clean
 	@for m in $(USERSPACE_DIRS); do $(MAKE) -C $$(dirname $$m) clean; done
 	rm -rf out
+
+# ---------------------------------------------------------------------------
+# Install, uninstall, DKMS and Debian packages (Documentation/install.md).
+#   make install [DESTDIR=] [PREFIX=/usr/local] [KVER=]
+#   make uninstall
+#   make dkms-install      register the module with DKMS, build it for every
+#                          installed kernel with headers
+#   make deb               out/deb/mercury-dkms_*.deb, mercury-tools_*.deb
+MERCURY_VERSION := 0.1.0
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/mercury
+# systemd reads units from /usr/local/lib/systemd/system as well.
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+# The applier's configuration lives in /etc whatever the prefix.
+CONFDIR ?= /etc/mercury
+MODDIR ?= /lib/modules/$(KVER)/extra
+DEPMOD ?= /sbin/depmod
+# Where the installed tc looks for q_<kind>.so: its compiled-in library
+# directory, not $(PREFIX) (a plugin in /usr/local would never be found).
+TC_LIB_DIR_INSTALL ?= $(or $(shell strings /usr/sbin/tc 2>/dev/null | grep -m1 -E '^/usr/lib[^ ]*/tc/?$$' | sed 's|/$$||'),/usr/lib/$(shell gcc -print-multiarch)/tc)
+INSTALL_VARS = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" \
+	LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" MANDIR="$(MANDIR)"
+# Man pages next to the code they document (installed when present).
+MAN_PAGES = $(wildcard tc-plugin/*.[1-8] userspace/*/*.[1-8] userspace/*/man/*.[1-8] Documentation/man/*.[1-8])
+DKMS_SRC = /usr/src/mercury-$(MERCURY_VERSION)
+DKMS_FILES = Kbuild $(wildcard kmod/*.c kmod/*.h) include/uapi/linux/mercury.h
+
+.PHONY: install install-module install-tc-plugin install-userspace install-boot \
+	uninstall dkms-install dkms-uninstall deb
+
+install: install-module install-tc-plugin install-userspace install-boot
+	@echo "mercury: installed into '$(DESTDIR)' (PREFIX=$(PREFIX), kernel $(KVER))"
+
+install-module: module
+	install -D -m 0644 sch_mercury.ko $(DESTDIR)$(MODDIR)/sch_mercury.ko
+	@if [ -z "$(DESTDIR)" ]; then echo "$(DEPMOD) -a $(KVER)"; $(DEPMOD) -a $(KVER); \
+	 else echo "mercury: DESTDIR set, not running depmod (run 'depmod -a $(KVER)' on the target)"; fi
+
+install-tc-plugin: tc-plugin
+	$(MAKE) -C tc-plugin install DESTDIR="$(DESTDIR)" TC_LIB_DIR_INSTALL="$(TC_LIB_DIR_INSTALL)"
+
+# Every userspace dir whose Makefile has an install target; the others are
+# named and skipped, so a component in progress does not break install.
+install-userspace:
+	@set -e; for m in $(USERSPACE_DIRS); do d=$$(dirname $$m); \
+		if grep -q '^install:' $$m; then $(MAKE) -C $$d install $(INSTALL_VARS); \
+		else echo "mercury: $$d has no install target, skipped"; fi; done
+	@set -e; for p in $(MAN_PAGES); do s=$${p##*.}; \
+		echo "install -D -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$p)"; \
+		install -D -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$p); done
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+install-boot:
+	install -D -m 0755 scripts/mercury-apply $(DESTDIR)$(SBINDIR)/mercury-apply
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|@SBINDIR@|$(SBINDIR)|g' packaging/mercury@.service > $(DESTDIR)$(UNITDIR)/mercury@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/mercury@.service
+	install -D -m 0644 packaging/mercury.conf $(DESTDIR)$(DOCDIR)/mercury.conf.example
+	@if [ -e $(DESTDIR)$(CONFDIR)/mercury.conf ]; then \
+		echo "mercury: keeping existing $(DESTDIR)$(CONFDIR)/mercury.conf"; \
+	 else echo "install -D -m 0644 packaging/mercury.conf $(DESTDIR)$(CONFDIR)/mercury.conf"; \
+		install -D -m 0644 packaging/mercury.conf $(DESTDIR)$(CONFDIR)/mercury.conf; fi
+
+# The configuration stays when the operator changed it.
+uninstall:
+	rm -f $(DESTDIR)$(MODDIR)/sch_mercury.ko
+	@if [ -z "$(DESTDIR)" ] && [ -d /lib/modules/$(KVER) ]; then $(DEPMOD) -a $(KVER); fi
+	$(MAKE) -C tc-plugin uninstall DESTDIR="$(DESTDIR)" TC_LIB_DIR_INSTALL="$(TC_LIB_DIR_INSTALL)"
+	@set -e; for m in $(USERSPACE_DIRS); do d=$$(dirname $$m); \
+		if grep -q '^uninstall:' $$m; then $(MAKE) -C $$d uninstall $(INSTALL_VARS); \
+		else echo "mercury: $$d has no uninstall target, skipped"; fi; done
+	@for p in $(MAN_PAGES); do rm -f $(DESTDIR)$(MANDIR)/man$${p##*.}/$$(basename $$p); done
+	rm -f $(DESTDIR)$(SBINDIR)/mercury-apply $(DESTDIR)$(UNITDIR)/mercury@.service \
+		$(DESTDIR)$(DOCDIR)/mercury.conf.example
+	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
+	@if cmp -s packaging/mercury.conf $(DESTDIR)$(CONFDIR)/mercury.conf; then \
+		rm -f $(DESTDIR)$(CONFDIR)/mercury.conf; rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true; \
+	 elif [ -e $(DESTDIR)$(CONFDIR)/mercury.conf ]; then \
+		echo "mercury: $(DESTDIR)$(CONFDIR)/mercury.conf was changed, kept"; fi
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+# dkms.conf declares the supported kernels: "dkms build" refuses any
+# other with a BUILD_EXCLUSIVE message (exit 77), reported here as skipped.
+dkms-install:
+	@command -v dkms >/dev/null || { echo "mercury: dkms is not installed (apt-get install dkms)" >&2; exit 1; }
+	-dkms remove -m mercury -v $(MERCURY_VERSION) --all >/dev/null 2>&1
+	rm -rf $(DKMS_SRC)
+	install -d $(DKMS_SRC)
+	cp --parents $(DKMS_FILES) $(DKMS_SRC)/
+	sed 's/#MODULE_VERSION#/$(MERCURY_VERSION)/' dkms.conf > $(DKMS_SRC)/dkms.conf
+	dkms add -m mercury -v $(MERCURY_VERSION)
+	@set -e; n=0; for b in /lib/modules/*/build; do k=$$(basename $$(dirname $$b)); \
+		rc=0; dkms install -m mercury -v $(MERCURY_VERSION) -k $$k || rc=$$?; \
+		case $$rc in 0) n=$$((n + 1)) ;; \
+		77) echo "mercury: kernel $$k is outside the supported range (6.1 and later), skipped" ;; \
+		*) echo "mercury: dkms failed for kernel $$k (exit $$rc)" >&2; exit $$rc ;; esac; \
+	done; echo "mercury: sch_mercury installed by DKMS for $$n kernel(s)"
+
+dkms-uninstall:
+	-dkms remove -m mercury -v $(MERCURY_VERSION) --all
+	rm -rf $(DKMS_SRC)
+
+deb:
+	packaging/build-deb.sh $(MERCURY_VERSION)
