@@ -7,9 +7,10 @@
 #
 #   packaging/build-deb.sh VERSION
 #
-# The copy holds the files git knows (committed or new, never ignored
-# build products), so the packages are built from source, not from
-# whatever happens to be compiled in the tree.
+# The packages are built from a copy of the committed tree (git HEAD), so
+# they never pick up half-done work lying in the checkout. With
+# MERCURY_DEB_SRC=worktree the copy is the working tree instead: tracked
+# files as they are now plus new files git does not ignore.
 set -euo pipefail
 
 ver=${1:?usage: build-deb.sh VERSION}
@@ -28,12 +29,22 @@ chver=$(dpkg-parsechangelog -l "$top/packaging/debian/changelog" -SVersion)
 rm -rf "$out"
 mkdir -p "$src"
 cd "$top"
-git ls-files -z -c -o --exclude-standard -- Makefile Kbuild dkms.conf kmod include \
-	tc-plugin userspace scripts packaging Documentation 'README*' 'LICENSE*' |
-	while IFS= read -r -d '' f; do
-		[ -f "$f" ] && printf '%s\0' "$f"
-	done | xargs -0 cp --parents -t "$src"
-cp -r packaging/debian "$src/debian"
+paths=(Makefile Kbuild dkms.conf kmod include tc-plugin userspace scripts packaging
+       Documentation)
+git rev-parse --verify -q HEAD >/dev/null || die "$top is not a git checkout with a commit"
+case ${MERCURY_DEB_SRC:-head} in
+head)
+	echo "build-deb: packaging commit $(git rev-parse --short HEAD)"
+	git archive --format=tar HEAD -- "${paths[@]}" | tar -x -C "$src" ;;
+worktree)
+	echo "build-deb: packaging the working tree"
+	git ls-files -z -c -o --exclude-standard -- "${paths[@]}" |
+		while IFS= read -r -d '' f; do
+			[ -f "$f" ] && printf '%s\0' "$f"
+		done | xargs -0 cp --parents -t "$src" ;;
+*) die "MERCURY_DEB_SRC must be head or worktree" ;;
+esac
+cp -r "$src/packaging/debian" "$src/debian"
 
 # The tc plugin's headers: the source of the installed iproute2.
 IPROUTE2_SRC=$(scripts/fetch-iproute2.sh) || die "cannot fetch the iproute2 source"
