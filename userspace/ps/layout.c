@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * The tensors of a profile as the data plane moves them: sizes scaled by
+ * --bytes-scale, sharded evenly over the servers (byte balance, as
+ * mercury-sim does), each shard cut into chunks. The profile reader is the
+ * simulator's own (userspace/sim/profile.c), so gates, priorities and
+ * compute times are exactly the ones it simulates.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ps.h"
+
+static const struct ps_tensor *sort_base;
+
+/* Most urgent first: smaller gate; inside one module, the tensor whose
+ * gradient came last (libmercury's default plan order). */
+static int cmp_urgency(const void *a, const void *b)
+{
+	int i = *(const int *)a, j = *(const int *)b;
+
+	if (sort_base[i].gate != sort_base[j].gate)
+		return sort_base[i].gate < sort_base[j].gate ? -1 : 1;
+	return j - i;
+}
+
+static uint64_t scaled_bytes(uint64_t bytes, double scale)
+{
+	double n = round((double)(bytes / 4) * scale);
+
+	return 4 * (uint64_t)(n < 1 ? 1 : n);
+}
+
+static uint64_t fnv(uint64_t h, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		h ^= (v >> (8 * i)) & 0xff;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+void ps_layout_free(struct ps_layout *L)
+{
+	if (!L)
+		return;
+	msim_profile_free(&L->prof);
+	free(L->t);
+	free(L->lo);
+	free(L->hi);
+	free(L->nchunks);
+	free(L->base);
+	free(L->srv_chunks);
+	memset(L, 0, sizeof(*L));
+}
+
+uint32_t ps_chunk_len(const struct ps_layout *L, int t, int s, uint32_t c)
+{
+	size_t k = ps_idx(L, t, s);
+	uint64_t len = L->hi[k] - L->lo[k], start = (uint64_t)c * L->chunk;
+
+	if (c >= L->nchunks[k])
+		return 0;
+	return len - start < L->chunk ? len - start : L->chunk;
+}
+
+int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
+		   char *err, size_t errlen)
+{
+	int *order = NULL, i, s, S = cfg->servers;
+	uint64_t off = 0, h = 0xcbf29ce484222325ull;
+	int ret;
+
+	memset(L, 0, sizeof(*L));
+	ret = msim_profile_load(cfg->profile, &L->prof, err, errlen);
+	if (ret)
+		return ret;
+	L->nt = L->prof.ntensors;
+	L->servers = S;
+	if (cfg->scheme == PS_BYTESCHED) {
+		/* ByteScheduler sums whole partitions: a partition is spread
+		 * over the servers like any tensor, so a server's piece of it
+		 * is the aggregation unit. */
+		uint64_t piece = (cfg->partition + S - 1) / S;
+
+		L->chunk = (piece + 3) / 4 * 4;
+	} else {
+		L->chunk = cfg->chunk;
+	}
+	L->t = calloc(L->nt, sizeof(*L->t));
+	L->lo = calloc((size_t)L->nt * S, sizeof(*L->lo));
+	L->hi = calloc((size_t)L->nt * S, sizeof(*L->hi));
+	L->nchunks = calloc((size_t)L->nt * S, sizeof(*L->nchunks));
+	L->base = calloc((size_t)L->nt * S, sizeof(*L->base));
+	L->srv_chunks = calloc(S, sizeof(*L->srv_chunks));
+	order = calloc(L->nt, sizeof(*order));
+	if (!L->t || !L->lo || !L->hi || !L->nchunks || !L->base ||
+	    !L->srv_chunks || !order) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < L->nt; i++) {
+		const struct msim_tensor *m = &L->prof.tensors[i];
+		struct ps_tensor *t = &L->t[i];
+		uint64_t n;
+
+		t->name = m->name;
+		t->bytes = scaled_bytes(m->bytes, cfg->bytes_scale);
+		t->off = off;
+		t->ready_ms = m->ready_ms;
+		t->gate = m->gate;
+		off += t->bytes;
+		n = t->bytes / 4;
+		for (s = 0; s < S; s++) {
+			size_t k = ps_idx(L, i, s);
+			uint64_t nc;
+
+			L->lo[k] = 4 * (n * s / S);
+			L->hi[k] = 4 * (n * (s + 1) / S);
+			nc = (L->hi[k] - L->lo[k] + L->chunk - 1) / L->chunk;
+			if (nc > UINT32_MAX / 2 ||
+			    L->srv_chunks[s] + nc > UINT32_MAX / 2) {
+				snprintf(err, errlen, "too many chunks: raise --chunk");
+				ret = -E2BIG;
+				goto fail;
+			}
+			L->nchunks[k] = nc;
+			L->base[k] = L->srv_chunks[s];
+			L->srv_chunks[s] += nc;
+			if (nc > L->tensor_chunks_max)
+				L->tensor_chunks_max = nc;
+		}
+		order[i] = i;
+		h = fnv(h, t->bytes);
+	}
+	L->total_bytes = off;
+	sort_base = L->t;
+	qsort(order, L->nt, sizeof(*order), cmp_urgency);
+	for (i = 0; i < L->nt; i++) {
+		L->t[order[i]].rank = i + 1;
+		/* 16 bands by forward order, as many tensors in each */
+		L->t[order[i]].band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
+	}
+	h = fnv(h, cfg->scheme);
+	h = fnv(h, L->chunk);
+	h = fnv(h, ps_nconns(cfg));
+	h = fnv(h, S);
+	h = fnv(h, cfg->workers);
+	h = fnv(h, cfg->iterations);
+	L->hash = h;
+	free(order);
+	return 0;
+fail:
+	free(order);
+	ps_layout_free(L);
+	return ret;
+}
+
+/*
+ * Write the profile with every grad_ready numel scaled as the data plane
+ * scales it, so mercury-sim simulates exactly the bytes that are sent.
+ */
+int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen)
+{
+	json_object *root, *grads;
+	size_t i, n;
+	int ret = -EINVAL;
+
+	root = json_object_from_file(cfg->profile);
+	if (!root) {
+		snprintf(err, errlen, "%s: not readable JSON: %s", cfg->profile,
+			 json_util_get_last_err());
+		return -EINVAL;
+	}
+	if (!json_object_object_get_ex(root, "grad_ready", &grads) ||
+	    !json_object_is_type(grads, json_type_array)) {
+		snprintf(err, errlen, "%s: no grad_ready array (only h200 JSON profiles can be scaled)",
+			 cfg->profile);
+		goto out;
+	}
+	n = json_object_array_length(grads);
+	for (i = 0; i < n; i++) {
+		json_object *g = json_object_array_get_idx(grads, i), *nv;
+		int64_t numel;
+
+		if (!g || !json_object_object_get_ex(g, "numel", &nv) ||
+		    !json_object_is_type(nv, json_type_int)) {
+			snprintf(err, errlen, "%s: grad_ready[%zu] has no integer numel",
+				 cfg->profile, i);
+			goto out;
+		}
+		numel = json_object_get_int64(nv);
+		numel = (int64_t)(scaled_bytes(4 * (uint64_t)numel, cfg->bytes_scale) / 4);
+		json_object_object_add(g, "numel", json_object_new_int64(numel));
+	}
+	if (json_object_to_file_ext(cfg->emit, root, JSON_C_TO_STRING_PLAIN)) {
+		snprintf(err, errlen, "%s: cannot write: %s", cfg->emit,
+			 json_util_get_last_err());
+		ret = -EIO;
+		goto out;
+	}
+	ret = 0;
+out:
+	json_object_put(root);
+	return ret;
+}

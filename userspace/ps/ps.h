@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
+/*
+ * mercury-ps: a parameter-server data plane that replays a measured
+ * training profile. Workers push each gradient as backward releases it;
+ * each server sums a chunk as soon as every worker's copy of it is in
+ * (immediate aggregation), applies it to its parameter shard and sends the
+ * chunk back to every worker at once. Forward waits, call by call, for its
+ * parameters. Documentation/benchmark.md describes the method.
+ *
+ * Wire: every chunk is one libmercury frame (32-byte header, then the
+ * payload). tensor_id = tensor index, total_len = the server's shard of
+ * the tensor, offset = within that shard. A connection starts with one
+ * hello frame (tensor_id PS_HELLO_ID).
+ */
+#ifndef PS_H
+#define PS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <mercury/mercury.h>
+
+#include "msim.h"
+
+#define PS_PROG		"mercury-ps"
+#define PS_HELLO_ID	0xffffffffu
+#define PS_HELLO_LEN	32		/* hello payload bytes */
+#define PS_PRIO_BANDS	16		/* sch_prio bands of the prio scheme */
+#define PS_MAX_PEERS	256
+#define PS_MAX_CHANNELS	64
+
+enum ps_scheme {
+	PS_FIFO,
+	PS_PRIO,
+	PS_BYTESCHED,
+	PS_MERCURY,
+};
+
+/* Everything both roles agree on (and the role's own options). */
+struct ps_cfg {
+	const char *profile;
+	enum ps_scheme scheme;
+	int channels;			/* mercury: connections per peer */
+	uint64_t chunk;			/* aggregation unit, bytes */
+	uint64_t partition;		/* bytesched partition, bytes */
+	uint64_t credit;		/* bytesched in-flight window, bytes */
+	double bytes_scale;		/* tensor sizes x this */
+	double time_scale;		/* compute times x this */
+	int iterations;
+	int workers, servers;
+	int worker_id, server_id;
+	enum mercury_tag_source tag_source;
+	int timeout_ms;			/* longest wait without progress */
+	int sndbuf;			/* SO_SNDBUF/SO_RCVBUF, 0 = kernel's */
+	uint64_t inflight;		/* mercury: bytes queued per connection */
+	bool json;
+	const char *listen;		/* server: host:port */
+	const char *server_list;	/* host:port,... (index = server id) */
+	const char *emit;		/* profile: output path */
+};
+
+struct ps_tensor {
+	const char *name;
+	uint64_t bytes;			/* scaled, multiple of 4 */
+	uint64_t off;			/* in the flat gradient buffer */
+	double ready_ms;		/* unscaled, since backward start */
+	int gate;			/* forward call that needs it */
+	unsigned int rank;		/* 1 = most urgent: the mercury tag */
+	unsigned int band;		/* prio: 0..15, 0 most urgent */
+};
+
+/* Tensors, their shards on the servers and the chunk grid. */
+struct ps_layout {
+	struct msim_profile prof;
+	int nt;
+	struct ps_tensor *t;
+	uint64_t total_bytes;		/* scaled */
+	int servers;
+	uint64_t chunk;			/* bytes per chunk (bytesched: piece) */
+	/* per tensor t and server s, at [t * servers + s] */
+	uint64_t *lo, *hi;		/* shard bytes within the tensor */
+	uint32_t *nchunks;		/* chunks of the shard */
+	uint32_t *base;			/* first chunk in the server's numbering */
+	uint32_t *srv_chunks;		/* chunks per server */
+	uint32_t tensor_chunks_max;
+	uint64_t hash;			/* of everything peers must agree on */
+};
+
+/* Layout */
+int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
+		   char *err, size_t errlen);
+void ps_layout_free(struct ps_layout *L);
+static inline size_t ps_idx(const struct ps_layout *L, int t, int s)
+{
+	return (size_t)t * L->servers + s;
+}
+/* Bytes of chunk c of tensor t's shard on server s. */
+uint32_t ps_chunk_len(const struct ps_layout *L, int t, int s, uint32_t c);
+/* Gradient value of worker w for element i of tensor t (exact in fp32). */
+static inline float ps_grad_value(int w, int t, uint64_t i)
+{
+	return (float)((w + 1) + (int)((i + 7 * (uint64_t)t) % 13));
+}
+/* Parameter every worker must hold after `iterations` updates. */
+static inline float ps_expected_param(int workers, int iterations, int t,
+				      uint64_t i)
+{
+	int64_t sum = (int64_t)workers * (workers + 1) / 2 +
+		      (int64_t)workers * (int)((i + 7 * (uint64_t)t) % 13);
+
+	return (float)(-(int64_t)iterations * sum);
+}
+int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen);
+
+/* Connections */
+struct ps_out {
+	struct ps_out *next;
+	uint8_t hdr[MERCURY_FRAME_HDR_LEN];
+	const uint8_t *payload;
+	uint32_t len;			/* payload bytes */
+	uint32_t sent;			/* of header + payload */
+	unsigned int tag;		/* mercury tag (rank) */
+	uint64_t key;			/* heap order: smaller first */
+	int tensor;
+	uint32_t chunk;
+	int server;
+};
+
+struct ps_conn {
+	int fd;
+	int peer;			/* worker or server index */
+	int idx;			/* connection index at that peer */
+	char addr[256];		/* peer's host:port, for messages */
+	bool eof;
+	/* receive: header, then payload into dst */
+	uint8_t hdr[MERCURY_FRAME_HDR_LEN];
+	uint32_t hdr_got;
+	bool in_payload;
+	struct mercury_frame fr;
+	uint8_t *dst;
+	uint32_t got;
+	uint8_t *stage;			/* server: one chunk */
+	/* send queue, in order */
+	struct ps_out *head, *tail;
+	struct mercury_chanset *cs;	/* mercury: report written bytes */
+	int cs_idx;
+	struct mercury_tagger *tagger;	/* mercury: tag each frame's socket */
+	uint8_t hello[PS_HELLO_LEN];
+	uint64_t bytes_out, bytes_in;
+};
+
+/* Min-heap of frames waiting for the application's scheduler. */
+struct ps_heap {
+	struct ps_out **v;
+	size_t n, cap;
+};
+int ps_heap_push(struct ps_heap *h, struct ps_out *o);
+struct ps_out *ps_heap_top(const struct ps_heap *h);
+struct ps_out *ps_heap_pop(struct ps_heap *h);
+
+struct ps_out *ps_out_new(uint32_t tensor_id, unsigned int tag,
+			  uint64_t total, uint64_t offset,
+			  const void *payload, uint32_t len);
+void ps_conn_queue(struct ps_conn *c, struct ps_out *o);
+/* Write what the socket takes. 1 progress, 0 would block, <0 -errno. */
+int ps_conn_flush(struct ps_conn *c);
+/* Read what is there. Calls done for every complete frame (payload
+ * in c->dst); done returning non-zero stops the reading and is returned.
+ * 1 progress, 0 nothing, -ENOTCONN EOF, other -errno. */
+typedef int (*ps_frame_fn)(void *ctx, struct ps_conn *c);
+typedef int (*ps_dest_fn)(void *ctx, struct ps_conn *c);
+int ps_conn_read(struct ps_conn *c, ps_dest_fn dest, ps_frame_fn done,
+		 void *ctx);
+void ps_conn_close(struct ps_conn *c);
+
+int ps_set_nonblock(int fd);
+int ps_sock_opts(int fd, const struct ps_cfg *cfg);
+int ps_parse_hostport(const char *s, char *host, size_t hlen, char *port,
+		      size_t plen);
+int ps_prio_band(int fd, unsigned int band);
+
+/* Hello: the first frame of every connection, worker to server. */
+struct ps_hello {
+	uint32_t worker_id, conn_idx, nconns, workers, server_id, servers;
+	uint64_t hash;
+};
+void ps_hello_encode(uint8_t *buf, const struct ps_hello *h);
+void ps_hello_decode(const uint8_t *buf, struct ps_hello *h);
+
+/* Mercury's sender for one peer; *blocked: retry on a timer. */
+int ps_dispatch_mercury(struct ps_heap *h, struct ps_conn **conns,
+			struct mercury_chanset *cs, uint64_t cap,
+			bool *blocked, struct ps_conn **bad);
+
+/* Time */
+int64_t ps_now_ns(void);
+
+/* Errors: print "mercury-ps: ..." (or {"error": ...} with -j). */
+void ps_error(const struct ps_cfg *cfg, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Options */
+int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg);
+int ps_nconns(const struct ps_cfg *cfg);
+const char *ps_scheme_name(enum ps_scheme s);
+void ps_usage(FILE *f);
+
+int ps_server_main(struct ps_cfg *cfg);
+int ps_worker_main(struct ps_cfg *cfg);
+
+#endif
