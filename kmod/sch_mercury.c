@@ -44,6 +44,8 @@
  *    Dropping the FIFO tail, which is always the chain tail, re-threads the
  *    packets it had unlinked; this slow path is counted in chain_rebuilds.
  *  - No memory per queued packet beyond the skb itself.
+ *  - The packet-path structure lives in mercury_core.h, so that bench/ can
+ *    compile and measure the same code in userspace.
  *
  * Locking: enqueue, dequeue and reset run under the qdisc root lock.
  * change() validates and allocates first, then applies under
@@ -64,50 +66,7 @@
 #include <net/sch_generic.h>
 #include <linux/mercury.h>
 
-#define MERCURY_MAX_RANKS	(TC_MERCURY_MAX_LEVELS + 1)
-#define MERCURY_LEAF_WORDS(n)	DIV_ROUND_UP(n, 64)
-#define MERCURY_MID_WORDS	MERCURY_LEAF_WORDS(MERCURY_LEAF_WORDS(MERCURY_MAX_RANKS))
-#define MERCURY_NO_RANK		U32_MAX
-
-/* Per-packet state, in the 20 bytes of skb->cb a qdisc owns; packed since
- * two pointers and the rank fill it exactly.
- */
-struct mercury_skb_cb {
-	struct sk_buff	*chain_next;	/* next less urgent chain packet */
-	struct sk_buff	*chain_prev;	/* previous more urgent chain packet */
-	u32		rank : 31,	/* level index, 0 served first */
-			pruned : 1;	/* unlinked packets from the chain */
-} __packed;
-
-/* A bucket of the flow table: one FIFO of packets. */
-struct mercury_flow {
-	struct sk_buff		*head;		/* oldest packet */
-	struct sk_buff		*tail;		/* newest packet, chain tail */
-	struct sk_buff		*chain_head;	/* most urgent packet */
-	struct list_head	node;		/* in levels[rank].flows */
-	int			deficit;	/* bytes */
-	u32			rank;		/* level served at */
-	u32			qlen;		/* packets */
-};
-
-/* One level. The lists hold flows by their served rank; the counters
- * count packets by their own tag.
- */
-struct mercury_level {
-	struct list_head	flows;		/* round-robin list of flows */
-	u32			nflows;		/* flows in the list */
-	u32			qlen;		/* packets queued */
-	u32			backlog;	/* bytes queued */
-	u32			drops;		/* packets dropped */
-	struct gnet_stats_basic_sync bstats;	/* packets and bytes sent */
-};
-
-/* Everything whose size depends on the configuration. */
-struct mercury_tables {
-	struct mercury_level	*levels;	/* nlevels + 1 entries */
-	struct mercury_flow	*flows;		/* nflows entries */
-	u64			*leaf;		/* one bit per rank */
-};
+#include "mercury_core.h"
 
 struct mercury_config {
 	u32	levels;		/* tagged levels */
@@ -125,17 +84,12 @@ struct mercury_config {
 
 struct mercury_sched_data {
 	/* packet path */
-	struct mercury_tables	t;
-	u64			top;			/* bit per mid word */
-	u64			mid[MERCURY_MID_WORDS];	/* bit per leaf word */
+	struct mercury_core	c;
 	struct mercury_config	cfg;
 	u32			untagged_rank;		/* rank of tag 0 */
-	u32			memory_usage;		/* bytes of truesize */
 	s64			share_credit;		/* bytes x 100 */
 
 	/* statistics */
-	u32			stat_flows;
-	u32			stat_levels;
 	u32			stat_most_urgent;
 	u64			stat_drops_limit;
 	u64			stat_drops_memory;
@@ -143,19 +97,7 @@ struct mercury_sched_data {
 	u64			stat_untagged_packets;
 	u64			stat_untagged_bytes;
 	u64			stat_share_forced;
-	u64			stat_chain_rebuilds;
 };
-
-static struct mercury_skb_cb *mercury_cb(const struct sk_buff *skb)
-{
-	qdisc_cb_private_validate(skb, sizeof(struct mercury_skb_cb));
-	return (struct mercury_skb_cb *)qdisc_skb_cb(skb)->data;
-}
-
-static u32 mercury_rank_of(const struct sk_buff *skb)
-{
-	return mercury_cb(skb)->rank;
-}
 
 static u32 mercury_tag_of_rank(const struct mercury_sched_data *q, u32 rank)
 {
@@ -176,297 +118,11 @@ static u32 mercury_classify(const struct mercury_sched_data *q,
 	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? tag : tag - 1;
 }
 
-/* ---- the level bitmap ------------------------------------------------ */
-
-static void mercury_bit_set(struct mercury_sched_data *q, u32 rank)
-{
-	u32 w = rank / 64;
-
-	q->t.leaf[w] |= BIT_ULL(rank % 64);
-	q->mid[w / 64] |= BIT_ULL(w % 64);
-	q->top |= BIT_ULL(w / 64);
-}
-
-static void mercury_bit_clear(struct mercury_sched_data *q, u32 rank)
-{
-	u32 w = rank / 64;
-
-	q->t.leaf[w] &= ~BIT_ULL(rank % 64);
-	if (q->t.leaf[w])
-		return;
-	q->mid[w / 64] &= ~BIT_ULL(w % 64);
-	if (q->mid[w / 64])
-		return;
-	q->top &= ~BIT_ULL(w / 64);
-}
-
-/* Most urgent rank holding a flow, or MERCURY_NO_RANK. */
-static u32 mercury_first_rank(const struct mercury_sched_data *q)
-{
-	u32 m, w;
-
-	if (!q->top)
-		return MERCURY_NO_RANK;
-	m = __ffs64(q->top);
-	w = m * 64 + __ffs64(q->mid[m]);
-	return w * 64 + __ffs64(q->t.leaf[w]);
-}
-
-/* Least urgent rank holding a flow, or MERCURY_NO_RANK. */
-static u32 mercury_last_rank(const struct mercury_sched_data *q)
-{
-	u32 m, w;
-
-	if (!q->top)
-		return MERCURY_NO_RANK;
-	m = fls64(q->top) - 1;
-	w = m * 64 + fls64(q->mid[m]) - 1;
-	return w * 64 + fls64(q->t.leaf[w]) - 1;
-}
-
-/* ---- flows on levels ------------------------------------------------- */
-
-static void mercury_flow_attach(struct mercury_sched_data *q,
-				struct mercury_flow *f, u32 rank)
-{
-	struct mercury_level *l = &q->t.levels[rank];
-
-	if (list_empty(&l->flows)) {
-		mercury_bit_set(q, rank);
-		q->stat_levels++;
-	}
-	list_add_tail(&f->node, &l->flows);
-	l->nflows++;
-	f->rank = rank;
-}
-
-static void mercury_flow_detach(struct mercury_sched_data *q,
-				struct mercury_flow *f)
-{
-	struct mercury_level *l = &q->t.levels[f->rank];
-
-	list_del_init(&f->node);
-	l->nflows--;
-	if (list_empty(&l->flows)) {
-		mercury_bit_clear(q, f->rank);
-		q->stat_levels--;
-	}
-}
-
-/* After the flow lost a packet: move it to the level of its most urgent
- * remaining packet, or take it off the levels when it is empty.
- */
-static void mercury_flow_requeue(struct mercury_sched_data *q,
-				 struct mercury_flow *f)
-{
-	u32 rank;
-
-	if (!f->qlen) {
-		mercury_flow_detach(q, f);
-		q->stat_flows--;
-		return;
-	}
-	rank = mercury_rank_of(f->chain_head);
-	if (rank != f->rank) {
-		mercury_flow_detach(q, f);
-		mercury_flow_attach(q, f, rank);
-	}
-}
-
-/* ---- the min chain --------------------------------------------------- */
-
-/* Thread @skb onto the chain after @last, the current chain tail. Packets
- * at the tail that are less urgent than @skb leave the chain: they leave
- * the flow before @skb, so they never decide its urgency again. Equally
- * urgent ones stay, so that dropping @skb rarely has anything to re-thread.
- */
-static void mercury_chain_append(struct mercury_flow *f, struct sk_buff *last,
-				 struct sk_buff *skb)
-{
-	struct mercury_skb_cb *cb = mercury_cb(skb);
-
-	cb->pruned = 0;
-	while (last && mercury_rank_of(last) > cb->rank) {
-		last = mercury_cb(last)->chain_prev;
-		cb->pruned = 1;
-	}
-	cb->chain_prev = last;
-	cb->chain_next = NULL;
-	if (last)
-		mercury_cb(last)->chain_next = skb;
-	else
-		f->chain_head = skb;
-}
-
-static void mercury_flow_push(struct mercury_flow *f, struct sk_buff *skb)
-{
-	struct sk_buff *last = f->tail;
-
-	skb->next = NULL;
-	skb->prev = last;
-	if (last)
-		last->next = skb;
-	else
-		f->head = skb;
-	f->tail = skb;
-	f->qlen++;
-	mercury_chain_append(f, last, skb);
-}
-
-static struct sk_buff *mercury_flow_pop_head(struct mercury_flow *f)
-{
-	struct sk_buff *skb = f->head;
-
-	f->head = skb->next;
-	if (f->head)
-		f->head->prev = NULL;
-	else
-		f->tail = NULL;
-	f->qlen--;
-
-	if (skb == f->chain_head) {
-		f->chain_head = mercury_cb(skb)->chain_next;
-		if (f->chain_head)
-			mercury_cb(f->chain_head)->chain_prev = NULL;
-	}
-	skb->next = NULL;
-	skb->prev = NULL;
-	return skb;
-}
-
-static struct sk_buff *mercury_flow_pop_tail(struct mercury_sched_data *q,
-					     struct mercury_flow *f)
-{
-	struct sk_buff *skb = f->tail;
-	struct mercury_skb_cb *cb = mercury_cb(skb);
-	struct sk_buff *last = cb->chain_prev;
-	struct sk_buff *p;
-
-	f->tail = skb->prev;
-	if (f->tail)
-		f->tail->next = NULL;
-	else
-		f->head = NULL;
-	f->qlen--;
-
-	if (last)
-		mercury_cb(last)->chain_next = NULL;
-	else
-		f->chain_head = NULL;
-
-	/* Re-thread the packets @skb had unlinked: those after @last. */
-	if (cb->pruned && f->tail) {
-		for (p = last ? last->next : f->head; p; p = p->next) {
-			mercury_chain_append(f, last, p);
-			last = p;
-		}
-		q->stat_chain_rebuilds++;
-	}
-	skb->next = NULL;
-	skb->prev = NULL;
-	return skb;
-}
-
-/* ---- enqueue and dequeue --------------------------------------------- */
-
-static u32 mercury_bucket(const struct mercury_sched_data *q,
-			  struct sk_buff *skb, u32 rank)
-{
-	u32 b = reciprocal_scale(skb_get_hash(skb), q->cfg.flows);
-
-	/* Without flow order a flow's levels land in different buckets;
-	 * consecutive ranks never collide for fewer than 'flows' levels.
-	 */
-	if (!q->cfg.flow_order)
-		b = (b + rank) % q->cfg.flows;
-	return b;
-}
-
-/* Queue @skb, already classified into cb->rank. No limits, no sch stats. */
-static void mercury_insert(struct mercury_sched_data *q, struct sk_buff *skb)
-{
-	u32 rank = mercury_rank_of(skb);
-	struct mercury_flow *f = &q->t.flows[mercury_bucket(q, skb, rank)];
-	struct mercury_level *l = &q->t.levels[rank];
-	u32 tag = mercury_tag_of_rank(q, rank);
-
-	mercury_flow_push(f, skb);
-	if (f->qlen == 1) {
-		f->deficit = q->cfg.quantum;
-		mercury_flow_attach(q, f, rank);
-		q->stat_flows++;
-	} else if (rank < f->rank) {
-		/* the flow inherits the urgency of its new packet */
-		mercury_flow_detach(q, f);
-		mercury_flow_attach(q, f, rank);
-	}
-	l->qlen++;
-	l->backlog += qdisc_pkt_len(skb);
-	q->memory_usage += skb->truesize;
-	if (tag && (!q->stat_most_urgent || tag < q->stat_most_urgent))
-		q->stat_most_urgent = tag;
-}
-
-/* Take a packet off its flow's level bookkeeping. No sch stats. */
-static void mercury_account_out(struct mercury_sched_data *q,
-				struct sk_buff *skb)
-{
-	struct mercury_level *l = &q->t.levels[mercury_rank_of(skb)];
-
-	l->qlen--;
-	l->backlog -= qdisc_pkt_len(skb);
-	q->memory_usage -= skb->truesize;
-}
-
-/* Choose the next packet in service order and unlink it. */
-static struct sk_buff *mercury_pick(struct mercury_sched_data *q, u32 rank)
-{
-	struct mercury_level *l = &q->t.levels[rank];
-	struct mercury_flow *f;
-	struct sk_buff *skb;
-
-	for (;;) {
-		f = list_first_entry(&l->flows, struct mercury_flow, node);
-		if (f->deficit > 0)
-			break;
-		f->deficit += q->cfg.quantum;
-		list_move_tail(&f->node, &l->flows);
-	}
-	skb = mercury_flow_pop_head(f);
-	f->deficit -= qdisc_pkt_len(skb);
-	mercury_flow_requeue(q, f);
-	mercury_account_out(q, skb);
-	return skb;
-}
-
-/* The newest packet of a flow at the least urgent level, unlinked, if it
- * is less urgent than @rank (-1: any); NULL when the arriving packet of
- * that rank should go instead.
- */
-static struct sk_buff *mercury_victim(struct mercury_sched_data *q, s64 rank)
-{
-	u32 last = mercury_last_rank(q);
-	struct mercury_flow *f;
-	struct sk_buff *skb;
-
-	if (last == MERCURY_NO_RANK)
-		return NULL;
-	f = list_last_entry(&q->t.levels[last].flows, struct mercury_flow,
-			    node);
-	if (mercury_rank_of(f->tail) <= rank)
-		return NULL;
-	skb = mercury_flow_pop_tail(q, f);
-	mercury_flow_requeue(q, f);
-	mercury_account_out(q, skb);
-	q->t.levels[mercury_rank_of(skb)].drops++;
-	return skb;
-}
-
 static bool mercury_over_limit(const struct mercury_sched_data *q,
 			       const struct Qdisc *sch, u32 truesize)
 {
 	return sch->q.qlen >= q->cfg.limit ||
-	       q->memory_usage + truesize > q->cfg.memory_limit;
+	       q->c.memory_usage + truesize > q->cfg.memory_limit;
 }
 
 static void mercury_count_drop(struct mercury_sched_data *q,
@@ -484,16 +140,16 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 	struct mercury_sched_data *q = qdisc_priv(sch);
 	unsigned int dropped = 0, dropped_len = 0;
 	struct sk_buff *victim;
-	u32 rank;
+	u32 rank, tag;
 
 	rank = mercury_classify(q, skb);
 	mercury_cb(skb)->rank = rank;
 
 	while (mercury_over_limit(q, sch, skb->truesize)) {
 		mercury_count_drop(q, sch);
-		victim = mercury_victim(q, rank);
+		victim = mercury_victim(&q->c, rank);
 		if (!victim) {
-			q->t.levels[rank].drops++;
+			q->c.t.levels[rank].drops++;
 			if (dropped)
 				qdisc_tree_reduce_backlog(sch, dropped,
 							  dropped_len);
@@ -506,7 +162,10 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 		qdisc_drop(victim, sch, to_free);
 	}
 
-	mercury_insert(q, skb);
+	mercury_insert(&q->c, skb);
+	tag = mercury_tag_of_rank(q, rank);
+	if (tag && (!q->stat_most_urgent || tag < q->stat_most_urgent))
+		q->stat_most_urgent = tag;
 	qdisc_qstats_backlog_inc(sch, skb);
 	sch->q.qlen++;
 	/* Our parents count the arriving packet but not the victims. */
@@ -518,7 +177,7 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
-	u32 rank = mercury_first_rank(q);
+	u32 rank = mercury_first_rank(&q->c);
 	u32 urank = q->untagged_rank;
 	struct mercury_level *l;
 	struct sk_buff *skb;
@@ -529,15 +188,15 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 		return NULL;
 
 	untagged_waits = q->cfg.share && rank != urank &&
-			 !list_empty(&q->t.levels[urank].flows);
+			 !list_empty(&q->c.t.levels[urank].flows);
 	if (untagged_waits && q->share_credit >= 0) {
 		rank = urank;
 		q->stat_share_forced++;
 	}
-	if (mercury_last_rank(q) != rank)
+	if (mercury_last_rank(&q->c) != rank)
 		q->stat_inversions_avoided++;
 
-	skb = mercury_pick(q, rank);
+	skb = mercury_pick(&q->c, rank);
 	len = qdisc_pkt_len(skb);
 
 	/* Minimum share: tagged bytes earn the untagged class credit while
@@ -547,10 +206,10 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 		q->share_credit -= (s64)len * (100 - q->cfg.share);
 	else if (untagged_waits)
 		q->share_credit += (s64)len * q->cfg.share;
-	if (list_empty(&q->t.levels[urank].flows))
+	if (list_empty(&q->c.t.levels[urank].flows))
 		q->share_credit = 0;
 
-	l = &q->t.levels[mercury_rank_of(skb)];
+	l = &q->c.t.levels[mercury_rank_of(skb)];
 	_bstats_update(&l->bstats, len, 1);
 	if (mercury_rank_of(skb) == urank) {
 		q->stat_untagged_packets++;
@@ -753,6 +412,9 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	WRITE_ONCE(q->cfg.flow_order, cfg->flow_order);
 	q->untagged_rank = cfg->untagged == TC_MERCURY_UNTAGGED_FIRST ?
 			   0 : cfg->levels;
+	q->c.nflows = cfg->flows;
+	q->c.quantum = cfg->quantum;
+	q->c.flow_order = cfg->flow_order;
 }
 
 /* Unlink every queued packet, in service order. */
@@ -761,8 +423,8 @@ static struct sk_buff *mercury_drain(struct mercury_sched_data *q)
 	struct sk_buff *head = NULL, **tail = &head;
 	u32 rank;
 
-	while ((rank = mercury_first_rank(q)) != MERCURY_NO_RANK) {
-		*tail = mercury_pick(q, rank);
+	while ((rank = mercury_first_rank(&q->c)) != MERCURY_NO_RANK) {
+		*tail = mercury_pick(&q->c, rank);
 		tail = &(*tail)->next;
 	}
 	return head;
@@ -782,7 +444,7 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 	err = mercury_parse(&cfg, opt, extack);
 	if (err)
 		return err;
-	rebuild = !q->t.levels || mercury_structural(&q->cfg, &cfg);
+	rebuild = !q->c.t.levels || mercury_structural(&q->cfg, &cfg);
 	if (rebuild) {
 		err = mercury_tables_alloc(&fresh, &cfg);
 		if (err) {
@@ -793,19 +455,19 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 
 	sch_tree_lock(sch);
 	if (rebuild) {
-		skb = q->t.levels ? mercury_drain(q) : NULL;
-		old = q->t;
-		q->t = fresh;
-		q->top = 0;
-		memset(q->mid, 0, sizeof(q->mid));
-		q->stat_flows = 0;
-		q->stat_levels = 0;
+		skb = q->c.t.levels ? mercury_drain(q) : NULL;
+		old = q->c.t;
+		q->c.t = fresh;
+		q->c.top = 0;
+		memset(q->c.mid, 0, sizeof(q->c.mid));
+		q->c.stat_flows = 0;
+		q->c.stat_levels = 0;
 		q->share_credit = 0;
 		mercury_apply_cfg(q, &cfg);
 		for (; skb; skb = next) {
 			next = skb->next;
 			mercury_cb(skb)->rank = mercury_classify(q, skb);
-			mercury_insert(q, skb);
+			mercury_insert(&q->c, skb);
 		}
 	} else {
 		mercury_apply_cfg(q, &cfg);
@@ -813,9 +475,9 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 
 	/* A lower limit drops the least urgent packets now. */
 	while (sch->q.qlen > q->cfg.limit ||
-	       q->memory_usage > q->cfg.memory_limit) {
+	       q->c.memory_usage > q->cfg.memory_limit) {
 		mercury_count_drop(q, sch);
-		skb = mercury_victim(q, -1);
+		skb = mercury_victim(&q->c, -1);
 		if (!skb)
 			break;
 		dropped++;
@@ -849,10 +511,10 @@ static void mercury_purge(struct mercury_sched_data *q)
 	struct mercury_flow *f;
 	u32 i;
 
-	if (!q->t.levels)
+	if (!q->c.t.levels)
 		return;
 	for (i = 0; i < q->cfg.flows; i++) {
-		f = &q->t.flows[i];
+		f = &q->c.t.flows[i];
 		if (f->head)
 			rtnl_kfree_skbs(f->head, f->tail);
 		f->head = NULL;
@@ -862,18 +524,18 @@ static void mercury_purge(struct mercury_sched_data *q)
 		INIT_LIST_HEAD(&f->node);
 	}
 	for (i = 0; i <= q->cfg.levels; i++) {
-		INIT_LIST_HEAD(&q->t.levels[i].flows);
-		q->t.levels[i].nflows = 0;
-		q->t.levels[i].qlen = 0;
-		q->t.levels[i].backlog = 0;
+		INIT_LIST_HEAD(&q->c.t.levels[i].flows);
+		q->c.t.levels[i].nflows = 0;
+		q->c.t.levels[i].qlen = 0;
+		q->c.t.levels[i].backlog = 0;
 	}
-	memset(q->t.leaf, 0, MERCURY_LEAF_WORDS(q->cfg.levels + 1) * sizeof(u64));
-	memset(q->mid, 0, sizeof(q->mid));
-	q->top = 0;
-	q->memory_usage = 0;
+	memset(q->c.t.leaf, 0, MERCURY_LEAF_WORDS(q->cfg.levels + 1) * sizeof(u64));
+	memset(q->c.mid, 0, sizeof(q->c.mid));
+	q->c.top = 0;
+	q->c.memory_usage = 0;
 	q->share_credit = 0;
-	q->stat_flows = 0;
-	q->stat_levels = 0;
+	q->c.stat_flows = 0;
+	q->c.stat_levels = 0;
 }
 
 static void mercury_reset(struct Qdisc *sch)
@@ -888,7 +550,7 @@ static void mercury_destroy(struct Qdisc *sch)
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
 	mercury_purge(q);
-	mercury_tables_free(&q->t);
+	mercury_tables_free(&q->c.t);
 }
 
 static int mercury_dump(struct Qdisc *sch, struct sk_buff *skb)
@@ -927,17 +589,17 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	struct tc_mercury_xstats st = {};
 
 	sch_tree_lock(sch);
-	st.flows = q->stat_flows;
-	st.levels_active = q->stat_levels;
+	st.flows = q->c.stat_flows;
+	st.levels_active = q->c.stat_levels;
 	st.most_urgent = q->stat_most_urgent;
-	st.memory_usage = q->memory_usage;
+	st.memory_usage = q->c.memory_usage;
 	st.drops_limit = q->stat_drops_limit;
 	st.drops_memory = q->stat_drops_memory;
 	st.inversions_avoided = q->stat_inversions_avoided;
 	st.untagged_packets = q->stat_untagged_packets;
 	st.untagged_bytes = q->stat_untagged_bytes;
 	st.share_forced = q->stat_share_forced;
-	st.chain_rebuilds = q->stat_chain_rebuilds;
+	st.chain_rebuilds = q->c.stat_chain_rebuilds;
 	sch_tree_unlock(sch);
 
 	return gnet_stats_copy_app(d, &st, sizeof(st));
@@ -977,10 +639,10 @@ static void mercury_walk(struct Qdisc *sch, struct qdisc_walker *arg)
 	const struct mercury_level *l;
 	u32 rank;
 
-	if (arg->stop || !q->t.levels)
+	if (arg->stop || !q->c.t.levels)
 		return;
 	for (rank = 0; rank <= q->cfg.levels; rank++) {
-		l = &q->t.levels[rank];
+		l = &q->c.t.levels[rank];
 		if (!u64_stats_read(&l->bstats.packets) && !l->qlen && !l->drops)
 			continue;
 		/* tags 0xffff and up have no class handle of their own */
@@ -1012,7 +674,7 @@ static int mercury_dump_class_stats(struct Qdisc *sch, unsigned long cl,
 
 	if (rank > q->cfg.levels)
 		return -EINVAL;
-	l = &q->t.levels[rank];
+	l = &q->c.t.levels[rank];
 	sch_tree_lock(sch);
 	st.tag = mercury_tag_of_rank(q, rank);
 	st.flows = l->nflows;
