@@ -17,6 +17,8 @@ PKGS=(
 	qemu-system-x86 busybox-static
 	# tests, benchmarks, plots
 	python3 gnuplot-nox
+	# the qdisc cost benchmark: red-black tree, kernel profiles
+	libbsd-dev linux-perf
 	# checkpatch, sparse and tc-testing (tdc) come from the kernel source
 	linux-source-6.1 sparse
 )
