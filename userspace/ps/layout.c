@@ -16,6 +16,30 @@
 
 #include "ps.h"
 
+static const char *const scheme_names[] = {
+	[PS_FIFO] = "fifo",
+	[PS_PRIO] = "prio",
+	[PS_BYTESCHED] = "bytesched",
+	[PS_MERCURY] = "mercury",
+};
+
+const char *ps_scheme_name(enum ps_scheme s)
+{
+	return scheme_names[s];
+}
+
+int ps_nconns(const struct ps_cfg *cfg)
+{
+	switch (cfg->scheme) {
+	case PS_PRIO:
+		return PS_PRIO_BANDS;
+	case PS_MERCURY:
+		return cfg->channels;
+	default:
+		return 1;
+	}
+}
+
 static const struct ps_tensor *sort_base;
 
 /* Most urgent first: smaller gate; inside one module, the tensor whose

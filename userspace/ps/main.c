@@ -17,30 +17,6 @@
 
 #include "ps.h"
 
-static const char *const scheme_names[] = {
-	[PS_FIFO] = "fifo",
-	[PS_PRIO] = "prio",
-	[PS_BYTESCHED] = "bytesched",
-	[PS_MERCURY] = "mercury",
-};
-
-const char *ps_scheme_name(enum ps_scheme s)
-{
-	return scheme_names[s];
-}
-
-int ps_nconns(const struct ps_cfg *cfg)
-{
-	switch (cfg->scheme) {
-	case PS_PRIO:
-		return PS_PRIO_BANDS;
-	case PS_MERCURY:
-		return cfg->channels;
-	default:
-		return 1;
-	}
-}
-
 void ps_usage(FILE *f)
 {
 	fprintf(f,
@@ -185,7 +161,7 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 			break;
 		case OPT_SCHEME:
 			for (b = 0; b < 4; b++)
-				if (!strcmp(a, scheme_names[b]))
+				if (!strcmp(a, ps_scheme_name(b)))
 					break;
 			if (b == 4)
 				BAD("--scheme %s: expected fifo, prio, bytesched or mercury", a);

@@ -38,6 +38,7 @@ struct srv {
 	struct ps_heap *heap;		/* mercury: per worker */
 	struct mercury_tagger *tagger;
 	int lfd;
+	char why[160];			/* what was wrong with a frame */
 };
 
 static int iteration_of(const struct srv *v, int w)
@@ -54,6 +55,8 @@ static int srv_dest(void *ctx, struct ps_conn *c)
 	size_t k;
 	uint32_t ch;
 
+	snprintf(v->why, sizeof(v->why), "tensor %u, offset %llu, length %u",
+		 f->tensor_id, (unsigned long long)f->offset, f->chunk_len);
 	if (f->tensor_id >= (uint32_t)v->L.nt)
 		return -EPROTO;
 	k = ps_idx(&v->L, f->tensor_id, v->s);
@@ -64,8 +67,11 @@ static int srv_dest(void *ctx, struct ps_conn *c)
 	    f->chunk_len != ps_chunk_len(&v->L, f->tensor_id, v->s, ch))
 		return -EPROTO;
 	ch += v->L.base[k];
-	if (v->seen[(size_t)ch * v->W + c->peer])
-		return -EPROTO;		/* pushed twice before the sum */
+	if (v->seen[(size_t)ch * v->W + c->peer]) {
+		strncat(v->why, ": pushed twice", sizeof(v->why) - strlen(v->why) - 1);
+		return -EPROTO;
+	}
+	v->why[0] = '\0';
 	c->dst = c->stage;
 	return 0;
 }
@@ -145,7 +151,7 @@ static int hello_done(void *ctx, struct ps_conn *c)
 {
 	(void)ctx;
 	c->peer = -2;			/* hello complete, not yet placed */
-	return 0;
+	return 1;			/* stop: the next frame is data */
 }
 
 static int listen_on(struct srv *v)
@@ -363,8 +369,9 @@ static int peer_failed(struct srv *v, struct ps_conn *c, int err)
 	const char *why = rx_err(err);
 
 	if (why)
-		ps_error(v->cfg, "peer %s (worker %d) %s during iteration %d",
-			 c->addr, c->peer, why, iteration_of(v, c->peer));
+		ps_error(v->cfg, "peer %s (worker %d) %s during iteration %d%s%s",
+			 c->addr, c->peer, why, iteration_of(v, c->peer),
+			 v->why[0] ? ": " : "", v->why);
 	else if (err == -ENOTCONN || err == -ECONNRESET || err == -EPIPE)
 		ps_error(v->cfg, "peer %s (worker %d) closed the connection during iteration %d",
 			 c->addr, c->peer, iteration_of(v, c->peer));
