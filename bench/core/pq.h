@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * pq.h	The three priority queues the core benchmark compares.
+ *
+ *  - mercury: kmod/mercury_core.h itself, compiled through shim.h;
+ *  - heap:    a binary min-heap of (rank, seq) keys, written here;
+ *  - rbtree:  libbsd's red-black tree (<bsd/sys/tree.h>) of (rank, seq),
+ *             with a cached minimum as the kernel's rb_root_cached keeps.
+ *
+ * The sequence number makes the heap and the tree FIFO within a rank, the
+ * order mercury gives one flow at one level. Every queue stores the very
+ * packets it is given: the heap's array slot and the tree's node are the
+ * only per-packet extra state, as an skb's rbnode would be in the kernel.
+ */
+#ifndef MERCURY_BENCH_PQ_H
+#define MERCURY_BENCH_PQ_H
+
+#include "shim.h"
+#include <bsd/sys/cdefs.h>
+#include <bsd/sys/tree.h>
+#include "../../kmod/mercury_core.h"
+
+_Static_assert(sizeof(struct mercury_skb_cb) <= QDISC_CB_PRIV_LEN,
+	       "mercury_skb_cb does not fit the qdisc's 20 bytes of skb->cb");
+
+/* A packet: the skb the qdisc sees plus the node a tree would embed. */
+struct pq_pkt {
+	struct sk_buff		skb;		/* first: mercury's packet */
+	RB_ENTRY(pq_pkt)	rb;		/* rbtree only */
+	u64			key;		/* heap and rbtree: rank, seq */
+};
+
+enum pq_kind {
+	PQ_MERCURY,
+	PQ_HEAP,
+	PQ_RBTREE,
+	PQ_NKINDS,
+};
+
+struct pq_cfg {
+	enum pq_kind	kind;
+	u32		levels;		/* tagged levels: ranks 1..levels */
+	u32		buckets;	/* mercury flow buckets */
+	bool		flow_order;	/* mercury flow_order */
+	u32		capacity;	/* heap: most packets queued at once */
+	u32		quantum;	/* mercury DRR quantum, bytes */
+};
+
+struct pq_heap_slot {
+	u64		key;
+	struct pq_pkt	*pkt;
+};
+
+RB_HEAD(pq_rb, pq_pkt);
+
+struct pq {
+	enum pq_kind		kind;
+	u64			seq;		/* insertions so far */
+	u32			len;		/* packets queued */
+	/* mercury */
+	struct mercury_core	core;
+	/* heap */
+	struct pq_heap_slot	*heap;
+	u32			cap;
+	/* rbtree */
+	struct pq_rb		rb;
+	struct pq_pkt		*rb_min;
+};
+
+const char *pq_kind_name(enum pq_kind kind);
+int pq_create(struct pq **pq, const struct pq_cfg *cfg);
+void pq_destroy(struct pq *pq);
+
+/* Bytes of configuration-sized state mercury allocates for @cfg. */
+size_t pq_mercury_table_bytes(u32 levels, u32 buckets);
+
+/* Queue @pkt at @rank (0 is served first); hash and len must be set. */
+void pq_mercury_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
+void pq_heap_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
+void pq_rbtree_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
+
+/* The next packet in service order, unlinked; NULL when empty. */
+struct pq_pkt *pq_mercury_pop(struct pq *pq);
+struct pq_pkt *pq_heap_pop(struct pq *pq);
+struct pq_pkt *pq_rbtree_pop(struct pq *pq);
+
+/* Rank of a queued or just popped packet. */
+u32 pq_rank_of(const struct pq *pq, const struct pq_pkt *pkt);
+
+void pq_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
+struct pq_pkt *pq_pop(struct pq *pq);
+
+#endif /* MERCURY_BENCH_PQ_H */
