@@ -8,7 +8,7 @@ set -euo pipefail
 
 PKGS=(
 	# build the module and the tools
-	build-essential pkg-config kmod cpio
+	build-essential pkg-config kmod cpio procps
 	linux-image-amd64 linux-headers-amd64
 	libnl-3-dev libnl-route-3-dev libnl-cli-3-dev
 	libjson-c-dev libcmocka-dev
