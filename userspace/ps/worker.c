@@ -50,7 +50,8 @@ struct wrk {
 	struct mercury_chanset **cs;
 	struct ps_heap *heap;		/* mercury: per server; bytesched: [0] */
 	struct mercury_tagger *tagger;
-	uint64_t inflight, seq;
+	uint64_t inflight, seq;		/* bytesched: bytes in flight */
+	uint64_t *inflight_tag;		/* bytesched: per tensor */
 	/* timeline */
 	enum phase ph;
 	int iter, call, next_rel;
@@ -102,8 +103,10 @@ static int wrk_done(void *ctx, struct ps_conn *c)
 	struct wrk *v = ctx;
 	int t = c->fr.tensor_id;
 
-	if (v->cfg->scheme == PS_BYTESCHED)
+	if (v->cfg->scheme == PS_BYTESCHED) {
 		v->inflight -= c->fr.chunk_len;	/* the partition is home */
+		v->inflight_tag[t] -= c->fr.chunk_len;
+	}
 	if (++v->pulled_cnt[t] == v->tchunks[t]) {
 		v->pulled_cnt[t] = 0;
 		v->pulled_iter[t]++;
@@ -409,6 +412,18 @@ static int peer_failed(struct wrk *v, struct ps_conn *c, int err)
 	return 1;
 }
 
+/* Most urgent tag (rank) with bytes in flight; UINT_MAX if none. */
+static unsigned int inflight_min_tag(const struct wrk *v)
+{
+	unsigned int best = ~0u;
+	int t;
+
+	for (t = 0; t < v->L.nt; t++)
+		if (v->inflight_tag[t] && v->L.t[t].rank < best)
+			best = v->L.t[t].rank;
+	return best;
+}
+
 static int dispatch(struct wrk *v, bool *blocked)
 {
 	int s, ret;
@@ -428,11 +443,21 @@ static int dispatch(struct wrk *v, bool *blocked)
 	} else if (v->cfg->scheme == PS_BYTESCHED) {
 		struct ps_out *o;
 
-		/* ByteScheduler checks credit > 0: the last one may overshoot */
-		while (v->inflight < v->cfg->credit && (o = ps_heap_pop(&v->heap[0]))) {
+		/*
+		 * ByteScheduler checks credit > 0: the last one may overshoot.
+		 * A partition is summed only when every worker has pushed it,
+		 * so workers whose windows hold different partitions (one
+		 * released an urgent tensor a moment before the other) would
+		 * wait for each other forever; a partition more urgent than
+		 * all this worker has in flight therefore goes regardless.
+		 */
+		while ((o = ps_heap_top(&v->heap[0])) &&
+		       (v->inflight < v->cfg->credit || o->tag < inflight_min_tag(v))) {
 			struct ps_conn *c = &v->conns[o->server * v->C];
 
+			ps_heap_pop(&v->heap[0]);
 			v->inflight += o->len;
+			v->inflight_tag[o->tensor] += o->len;
 			ps_conn_queue(c, o);
 			ret = ps_conn_flush(c);
 			if (ret < 0)
@@ -645,9 +670,10 @@ int ps_worker_main(struct ps_cfg *cfg)
 	v.cs = calloc(v.S, sizeof(*v.cs));
 	v.heap = calloc(v.S, sizeof(*v.heap));
 	v.bwd_ends = calloc(v.N, sizeof(*v.bwd_ends));
+	v.inflight_tag = calloc(v.L.nt, sizeof(*v.inflight_tag));
 	if (!v.grad || !v.param || !v.tchunks || !v.pulled_cnt || !v.pulled_iter ||
 	    !v.pushed_iter || !v.home_ns || !v.rel_order || !v.gate_first ||
-	    !v.gate_list || !v.conns || !v.cptr || !v.cs || !v.heap || !v.bwd_ends) {
+	    !v.gate_list || !v.conns || !v.cptr || !v.cs || !v.heap || !v.bwd_ends || !v.inflight_tag) {
 		ps_error(cfg, "out of memory");
 		goto out;
 	}
@@ -716,7 +742,7 @@ out:
 	free(v.grad); free(v.param); free(v.tchunks); free(v.pulled_cnt);
 	free(v.pulled_iter); free(v.pushed_iter); free(v.home_ns); free(v.rel_order);
 	free(v.gate_first); free(v.gate_list); free(v.conns); free(v.cptr);
-	free(v.cs); free(v.heap); free(v.bwd_ends);
+	free(v.cs); free(v.heap); free(v.bwd_ends); free(v.inflight_tag);
 	ps_layout_free(&v.L);
 	return rc;
 }

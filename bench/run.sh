@@ -1,0 +1,116 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# The emulated training benchmark, from the host:
+#   bench/run.sh [--short|--full] [-o OUTDIR]
+# builds what the guest needs, boots the VM once with bench/training.sh
+# (every model, every scheme), shows progress, prints the table and
+# writes OUTDIR/bench.png (default OUTDIR: out/bench).
+#   --short  the demo: 5 models x 4 schemes, small tensors, a few minutes
+#   --full   more bytes per iteration, more iterations, 3 workers/servers
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+mode=short
+out=$top/out/bench
+while [ $# -gt 0 ]; do
+	case $1 in
+	--short) mode=short ;;
+	--full) mode=full ;;
+	-o) out=$2; shift ;;
+	-h|--help) sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench: unknown argument $1 (--short, --full, -o DIR)" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+echo "bench: building"
+{ make -C "$top" module && make -C "$top" tc-plugin &&
+  make -C "$top/userspace/lib" && make -C "$top/userspace/sim" &&
+  make -C "$top/userspace/ps"; } > "$out/build.log" 2>&1 ||
+	{ tail -n 30 "$out/build.log"; echo "bench: build failed (log: $out/build.log)" >&2; exit 1; }
+
+# The guest reads its settings from the results share.
+if [ $mode = short ]; then
+	cat > "$out/bench.env" <<-EOT
+	MODE=short
+	W=2
+	S=2
+	RATE=10mbit
+	TARGET_BYTES=400000
+	ITER=4
+	EOT
+else
+	cat > "$out/bench.env" <<-EOT
+	MODE=full
+	W=3
+	S=3
+	RATE=10mbit
+	TARGET_BYTES=800000
+	ITER=8
+	EOT
+fi
+[ -n "${BENCH_MODELS:-}" ] && echo "MODELS=\"$BENCH_MODELS\"" >> "$out/bench.env"
+rm -f "$out/bench.txt" "$out/bench.json" "$out/bench-raw.tsv" "$out/training.log"
+
+echo "bench: $mode mode, booting the VM (results in $out)"
+"$top/scripts/vm-run.sh" -o "$out" "$top/bench/training.sh" > "$out/vm-run.out" 2>&1 &
+vm=$!
+start=$(date +%s)
+last=""
+while kill -0 $vm 2>/dev/null; do
+	p=$(grep '^# progress' "$out/training.log" 2>/dev/null | tail -n 1 | sed 's/^# progress //')
+	line="bench: [$(($(date +%s) - start))s] ${p:-booting}"
+	if [ -t 1 ]; then
+		printf '\r%-70s' "$line"
+	elif [ "$p" != "$last" ]; then
+		echo "$line"
+	fi
+	last=$p
+	sleep 1
+done
+wait $vm
+rc=$?
+[ -t 1 ] && echo
+grep -E '^(ok|not ok)' "$out/vm-run.out"
+if [ ! -s "$out/bench.json" ]; then
+	echo "bench: no results (see $out/training.log and $out/vm-run.out)" >&2
+	exit 1
+fi
+cat "$out/bench.txt"
+
+# Plot: iteration time per scheme and model (clustered bars).
+dat=$out/bench.dat
+python3 - "$out/bench.json" > "$dat" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+
+for m in d["models"]:
+    v = {s["scheme"]: s["iteration_ms"] for s in m["schemes"]}
+    sm = next((s["sim_ms"] for s in m["schemes"] if s["scheme"] == "mercury"), None)
+    print(m["model"], *[("%.2f" % v[k]) if v.get(k) else "NaN"
+                        for k in ("fifo", "prio", "bytesched", "mercury")],
+          ("%.2f" % sm) if sm else "NaN")
+PY
+gnuplot <<EOT 2>> "$out/build.log" || echo "bench: gnuplot failed" >&2
+set terminal pngcairo size 1000,560 font "sans,11"
+set output "$out/bench.png"
+set title "Emulated PS training: iteration time per scheme ($(sed -n 's/.*"meta": "\(.*\)",/\1/p' "$out/bench.json"))" font "sans,10"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set ylabel "iteration time (ms)"
+set yrange [0:*]
+set key top left
+set datafile missing "NaN"
+set grid ytics
+plot "$dat" using 2:xtic(1) title "fifo (pfifo_fast)", \
+     "" using 3 title "prio (16 bands)", \
+     "" using 4 title "bytesched (partition + credit)", \
+     "" using 5 title "mercury", \
+     "" using 6 title "mercury, simulated" fs pattern 4
+EOT
+echo "bench: plot $out/bench.png"
+exit $rc

@@ -1,0 +1,219 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# Emulated PS training in the guest: every scheme, every model, the same
+# links; measured iteration times against mercury-sim's prediction.
+#
+#   ns mb-w0 .. mb-w{W-1}        ns mb-sw               ns mb-s0 .. mb-s{S-1}
+#   +-------------------+    +---------------+    +-------------------+
+#   | mercury-ps worker |    |               |    | mercury-ps server |
+#   | eth0 10.77.0.1+i  |----| br0 (bridge,  |----| eth0 10.77.0.101+j|
+#   |  tbf RATE          |    |  unlimited)   |    |  tbf RATE          |
+#   |   -> scheme qdisc |    |               |    |   -> scheme qdisc |
+#   +-------------------+    +---------------+    +-------------------+
+#
+# Each host's uplink (the egress of its eth0) is a tbf at RATE whose child
+# is the scheme's qdisc: pfifo_fast for fifo and bytesched, prio with 16
+# bands for prio, mercury for Mercury. The switch side is unlimited. With
+# as many servers as workers and every tensor sharded evenly, each
+# server's downlink carries what one worker's uplink does, so the push
+# path and the pull path each run at RATE, as in the simulator.
+#
+# Run through scripts/vm-run.sh; reads $MERCURY_OUT/bench.env (written by
+# bench/run.sh), writes bench-raw.tsv, bench.txt and bench.json there and
+# prints KTAP: one "ok" per model whose four runs all finished with
+# verified sums.
+source "$(dirname "$0")/../selftests/lib.sh"
+
+OUT=${MERCURY_OUT:-/tmp}
+[ -r "$OUT/bench.env" ] && source "$OUT/bench.env"
+MODE=${MODE:-short}
+MODELS=${MODELS:-resnet50 vgg16 inception_v3 bert_large gpt2}
+SCHEMES=${SCHEMES:-fifo prio bytesched mercury}
+W=${W:-2}
+S=${S:-$W}
+RATE=${RATE:-40mbit}		# tbf rate of every host uplink
+DELAY=${DELAY:-}		# optional netem delay on every uplink, e.g. 1ms
+TARGET_BYTES=${TARGET_BYTES:-2000000}	# scaled gradient bytes per iteration
+ITER=${ITER:-5}
+CHANNELS=${CHANNELS:-8}
+INFLIGHT=${INFLIGHT:-32768}
+LATENCY=${LATENCY:-100us}	# one-way latency given to the simulator
+PROFILES=${PROFILES:-$MERCURY_ROOT/../shared/profiles/h200}
+PS=$MERCURY_ROOT/userspace/ps/mercury-ps
+SIM=$MERCURY_ROOT/userspace/sim/mercury-sim
+TMPD=/tmp/mbench
+RAW=$OUT/bench-raw.tsv
+PORT=7000
+
+mkdir -p $TMPD
+rate_bps() {	# 40mbit -> 40000000
+	echo "$1" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
+		m = 1; if (u ~ /^k/) m = 1e3; else if (u ~ /^m/) m = 1e6; else if (u ~ /^g/) m = 1e9
+		printf "%.0f\n", v * m }'
+}
+RATE_BPS=$(rate_bps "$RATE")
+
+hosts() {
+	local i
+	for ((i = 0; i < W; i++)); do echo "mb-w$i 10.77.0.$((1 + i))"; done
+	for ((i = 0; i < S; i++)); do echo "mb-s$i 10.77.0.$((101 + i))"; done
+}
+
+cleanup() {
+	local ns ip
+	hosts | while read -r ns ip; do $IP netns del "$ns" 2>/dev/null; done
+	$IP netns del mb-sw 2>/dev/null
+	true
+}
+
+setup_topology() {
+	local ns ip n=0
+	$IP netns add mb-sw || return 1
+	$IP -n mb-sw link add br0 type bridge || return 1
+	$IP -n mb-sw link set br0 up
+	$IP -n mb-sw link set lo up
+	while read -r ns ip; do
+		$IP netns add "$ns" || return 1
+		$IP netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+		$IP netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+		$IP -n "$ns" link add eth0 type veth peer name p$n netns mb-sw || return 1
+		$IP -n "$ns" addr add "$ip/24" dev eth0
+		$IP -n "$ns" link set lo up
+		$IP -n "$ns" link set eth0 up
+		$IP -n mb-sw link set p$n master br0
+		$IP -n mb-sw link set p$n up
+		n=$((n + 1))
+	done <<< "$(hosts)"
+	# every host knows every other: no ARP in the measured queues
+	while read -r ns ip; do
+		local mac
+		mac=$($IP -n "$ns" link show eth0 | awk '/link\/ether/ { print $2 }')
+		while read -r ns2 ip2; do
+			[ "$ns2" = "$ns" ] && continue
+			$IP -n "$ns2" neigh replace "$ip" lladdr "$mac" dev eth0 nud permanent
+		done <<< "$(hosts)"
+	done <<< "$(hosts)"
+}
+
+# set_qdiscs SCHEME NTENSORS
+set_qdiscs() {
+	local q ns ip parent=1:1
+	case $1 in
+	fifo|bytesched) q=(pfifo_fast) ;;
+	prio) q=(prio bands 16 priomap 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15) ;;
+	mercury) q=(mercury levels "$2") ;;
+	esac
+	while read -r ns ip; do
+		$IP netns exec "$ns" $TC qdisc del dev eth0 root 2>/dev/null
+		$IP netns exec "$ns" $TC qdisc add dev eth0 root handle 1: tbf rate "$RATE" \
+			burst 3000 limit 10000000 || return 1
+		if [ -n "$DELAY" ]; then
+			$IP netns exec "$ns" $TC qdisc add dev eth0 parent 1:1 handle 2: \
+				netem delay "$DELAY" limit 100000 || return 1
+			parent=2:1
+		fi
+		# netem's child: the scheme's qdisc orders what waits for the link
+		$IP netns exec "$ns" $TC qdisc add dev eth0 parent $parent handle 10: "${q[@]}" || return 1
+	done <<< "$(hosts)"
+}
+
+# run_case MODEL SCHEME PROFILE SCALE X PART CREDIT -> "mean_ms verified"
+run_case() {
+	local model=$1 scheme=$2 prof=$3 f=$4 x=$5 part=$6 credit=$7
+	local list="" i pids=() rc=0 args
+	for ((i = 0; i < S; i++)); do list="$list${list:+,}10.77.0.$((101 + i)):$PORT"; done
+	args=(--profile "$prof" --servers "$list" --workers "$W" --scheme "$scheme"
+	      --iterations "$ITER" --time-scale "$x" --bytes-scale "$f"
+	      --partition "$part" --credit "$credit" --channels "$CHANNELS"
+	      --inflight "$INFLIGHT" --timeout 20)
+	for ((i = 0; i < S; i++)); do
+		$IP netns exec mb-s$i $PS server --server-id $i "${args[@]}" \
+			> $TMPD/s$i.out 2> $TMPD/s$i.err &
+		pids+=($!)
+	done
+	for ((i = 0; i < W; i++)); do
+		$IP netns exec mb-w$i $PS worker --worker-id $i -j "${args[@]}" \
+			> $TMPD/w$i.json 2> $TMPD/w$i.err &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i" || rc=1; done
+	if [ $rc != 0 ]; then
+		cat $TMPD/*.err | sed 's/^/# /' >&2
+		echo "- 0"
+		return
+	fi
+	# steady iterations: every worker's per-iteration times after the
+	# first measured one (slow start), averaged over the workers
+	cat $TMPD/w*.json | sed -n 's/.*"iteration_ms":\[\([^]]*\)\].*/\1/p' |
+		awk -F, '{ for (i = (NF > 2 ? 2 : 1); i <= NF; i++) { s += $i; n++ } }
+			END { printf "%.3f ", s / n }'
+	if grep -q '"verified":true' $TMPD/w*.json &&
+	   [ "$(grep -c '"verified":true' $TMPD/w*.json | awk -F: '{ s += $NF } END { print s }')" = "$W" ]; then
+		echo 1
+	else
+		echo 0
+	fi
+}
+
+mercury_load
+trap cleanup EXIT
+cleanup
+setup_topology || { echo "not ok 1 topology"; exit 1; }
+log "mode $MODE: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, $ITER iterations, ~$TARGET_BYTES gradient bytes per iteration"
+printf "model\tscheme\tmeasured_ms\tsim_ms\tverified\tbytes_scale\ttime_scale\tcompute_ms\tgradient_bytes\n" > $RAW
+
+total=$(( $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
+done_runs=0
+for model in $MODELS; do
+	orig=$PROFILES/$model.json
+	if [ ! -r "$orig" ]; then
+		ktap_fail "$model: no profile $orig"
+		continue
+	fi
+	gbytes=$($SIM --profile "$orig" --scheme fifo -j | tr -d ' \n' | sed -n 's/.*"gradient_bytes":\([0-9]*\).*/\1/p')
+	f=$(awk -v t=$TARGET_BYTES -v g=$gbytes 'BEGIN { printf "%.6g", t / g }')
+	prof=$TMPD/$model-scaled.json
+	$PS profile --profile "$orig" --bytes-scale "$f" --out "$prof" || { ktap_fail "$model: scaling"; continue; }
+	# balanced point at time scale 1 for the scaled bytes; the time scale
+	# that puts it at RATE keeps compute:communication as on the cluster
+	b1=$($SIM --profile "$prof" --workers $W --servers $S --bandwidth balanced --scheme fifo -j |
+		tr -d ' \n' | sed -n 's/.*"bandwidth_bps":\([0-9.e+]*\).*/\1/p')
+	x=$(awk -v b=$b1 -v r=$RATE_BPS 'BEGIN { printf "%.6g", b / r }')
+	part=$(awk -v f=$f 'BEGIN { printf "%d", 4000000 * f + 0.5 }')
+	credit=$(awk -v f=$f 'BEGIN { printf "%d", 16000000 * f + 0.5 }')
+	ntens=$(grep -o '"param"' "$prof" | wc -l)
+	simj=$($SIM --profile "$prof" --workers $W --servers $S --bandwidth $RATE_BPS \
+		--latency $LATENCY --time-scale $x --iterations $ITER --partition $part \
+		--credit $credit --msg-overhead 0 --scheme all -j | tr -d ' \n')
+	echo "$simj" > $TMPD/$model-sim.json
+	compute=$(echo "$simj" | sed -n 's/.*"compute_ms":\([0-9.e+]*\).*/\1/p')
+	sbytes=$(echo "$simj" | sed -n 's/.*"gradient_bytes":\([0-9]*\).*/\1/p')
+	log "$model: bytes x$f ($sbytes B), time x$x (compute $compute ms), partition $part, credit $credit, $ntens tensors"
+	idealms=$(echo "$simj" | tr '{' '\n' | grep '"scheme":"ideal"' |
+		sed -n 's/.*"iteration_ms":\([0-9.e+]*\).*/\1/p')
+	printf "%s\tideal\t-\t%s\t-\t%s\t%s\t%s\t%s\n" $model $idealms $f $x $compute $sbytes >> $RAW
+	ok=1
+	for scheme in $SCHEMES; do
+		done_runs=$((done_runs + 1))
+		echo "# progress $done_runs/$total $model $scheme"
+		simms=$(echo "$simj" | tr '{' '\n' | grep "\"scheme\":\"$scheme\"" |
+			sed -n 's/.*"iteration_ms":\([0-9.e+]*\).*/\1/p')
+		if ! set_qdiscs $scheme $ntens; then
+			ok=0
+			log "$model $scheme: qdisc setup failed"
+			continue
+		fi
+		res=$(run_case $model $scheme "$orig" $f $x $part $credit)
+		read -r ms ver <<< "$res"
+		[ "$ver" = 1 ] || ok=0
+		log "$model $scheme: measured $ms ms, simulated $simms ms, sums $([ "$ver" = 1 ] && echo verified || echo FAILED)"
+		printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" $model $scheme $ms $simms $ver $f $x $compute $sbytes >> $RAW
+	done
+	ktap_check "$model: all schemes ran with exact sums" [ $ok = 1 ]
+done
+
+python3 "$MERCURY_ROOT/bench/report.py" --raw $RAW --text $OUT/bench.txt --json $OUT/bench.json \
+	--meta "workers=$W servers=$S rate=$RATE delay=${DELAY:-none} iterations=$ITER mode=$MODE" &&
+	sed 's/^/# /' $OUT/bench.txt
+ktap_finish
