@@ -34,10 +34,12 @@ W=${W:-2}
 S=${S:-$W}
 RATE=${RATE:-40mbit}		# tbf rate of every host uplink
 DELAY=${DELAY:-}		# optional netem delay on every uplink, e.g. 1ms
+BURST=${BURST:-15000}		# tbf bucket: a few packets, so the guest's timer
+				# granularity does not throttle the link
 TARGET_BYTES=${TARGET_BYTES:-2000000}	# scaled gradient bytes per iteration
 ITER=${ITER:-5}
 CHANNELS=${CHANNELS:-8}
-INFLIGHT=${INFLIGHT:-32768}
+INFLIGHT=${INFLIGHT:-16384}
 LATENCY=${LATENCY:-100us}	# one-way latency given to the simulator
 PROFILES=${PROFILES:-$MERCURY_ROOT/../shared/profiles/h200}
 PS=$MERCURY_ROOT/userspace/ps/mercury-ps
@@ -107,7 +109,7 @@ set_qdiscs() {
 	while read -r ns ip; do
 		$IP netns exec "$ns" $TC qdisc del dev eth0 root 2>/dev/null
 		$IP netns exec "$ns" $TC qdisc add dev eth0 root handle 1: tbf rate "$RATE" \
-			burst 3000 limit 10000000 || return 1
+			burst $BURST limit 10000000 || return 1
 		if [ -n "$DELAY" ]; then
 			$IP netns exec "$ns" $TC qdisc add dev eth0 parent 1:1 handle 2: \
 				netem delay "$DELAY" limit 100000 || return 1

@@ -20,13 +20,16 @@
 # configuration once) so that drifting host load hits every qdisc alike.
 # KTAP: one result per configuration. Raw results: $MERCURY_OUT/pktgen.json.
 #
-# Environment: PERF_PKTS (packets per measurement, default 40000),
+# Settings (environment, or $MERCURY_OUT/perf.env): PERF_PKTS (packets per measurement, default 40000),
 # PERF_REPS (default 5), PERF_PROFILE=1 (also record perf profiles),
 # PERF_QUICK=1 (a few configurations only, for development).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 . selftests/lib.sh
 
+# The host (bench/pktgen/run.sh) passes settings in $MERCURY_OUT/perf.env:
+# the guest does not inherit the host's environment.
+[ -r "${MERCURY_OUT:-/nonexistent}/perf.env" ] && . "$MERCURY_OUT/perf.env"
 PKTS=${PERF_PKTS:-40000}
 REPS=${PERF_REPS:-5}
 ENTRIES=16
@@ -41,19 +44,20 @@ PROFILE_DIR=$OUT/profiles
 #   k      K: pfifo_fast's priomap, prio's 16 bands, fq_codel and fq ignore it
 #   k4     4K: 16 of skbprio's 64 levels
 #   lN     1 + K * N / 16: 16 of mercury's N levels, tag 1 (most urgent) first
+# Ordered by flows, then priority scheme: pktgen settings are rewritten only
+# when they change, and each rewrite costs the emulated guest milliseconds.
 configs=()
 add() { configs+=("$1|$2|$3|$4|$5|$6"); }
 PRIOMAP="0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"
 for f in 1 64 4096; do
 	add "pfifo_fast f$f" pfifo_fast "pfifo_fast" k "$f" 3
-	[ -n "${PERF_QUICK:-}" ] && [ "$f" != 64 ] && continue
-	add "fq_codel f$f" fq_codel "fq_codel" k "$f" 1
-	add "prio16 f$f" prio "prio bands 16 priomap $PRIOMAP" k "$f" 16
-	add "skbprio f$f" skbprio "skbprio" k4 "$f" 64
-	add "fq f$f" fq "fq" k "$f" 1
-done
-for l in 64 1024 65536; do
-	for f in 1 64 4096; do
+	if [ "$f" = 64 ]; then
+		add "fq_codel f$f" fq_codel "fq_codel" k "$f" 1
+		add "prio16 f$f" prio "prio bands 16 priomap $PRIOMAP" k "$f" 16
+		add "fq f$f" fq "fq" k "$f" 1
+		add "skbprio f$f" skbprio "skbprio" k4 "$f" 64
+	fi
+	for l in 64 1024 65536; do
 		for fo in on off; do
 			[ -n "${PERF_QUICK:-}" ] && { [ "$f" != 64 ] || [ "$l" = 1024 ]; } && continue
 			# mask: tags go up to 65536, one bit more than 0xffff;
@@ -66,11 +70,21 @@ for l in 64 1024 65536; do
 done
 
 pg() {	# pg FILE COMMAND: write a pktgen command, fail on its refusal
+	local st
 	echo "$2" > "$PG/$1" || return 1
-	grep -q "^Result: OK" "$PG/$1" 2>/dev/null || [ "$1" = pgctrl ] || {
-		log "pktgen refused '$2' on $1: $(grep '^Result' "$PG/$1")"
-		return 1
-	}
+	[ "$1" = pgctrl ] && return 0
+	# builtins only: a fork costs milliseconds in the emulated guest
+	read -r -d '' st < "$PG/$1"
+	[[ $st == *"Result: OK"* ]] && return 0
+	log "pktgen refused '$2' on $1"
+	return 1
+}
+
+# pgset ENTRY KEY VALUE: only when the value changes
+declare -A pgval
+pgset() {
+	[ "${pgval[$1 $2]:-}" = "$3" ] && return 0
+	pg "$1" "$2 $3" && pgval[$1 $2]=$3
 }
 
 setup() {
@@ -78,6 +92,8 @@ setup() {
 	for m in sch_prio sch_skbprio sch_fq; do modprobe $m || return 1; done
 	mercury_load
 	$IP link add $DEV type dummy || return 1
+	# no IPv6 autoconfiguration packets in the measured qdisc
+	sysctl -qw net.ipv6.conf.$DEV.disable_ipv6=1 || return 1
 	# dummy has no queue by default (txqueuelen 0): pfifo_fast refuses a
 	# zero-length ring, prio's pfifo children would hold one packet.
 	$IP link set $DEV txqueuelen 1000 up || return 1
@@ -95,54 +111,68 @@ setup() {
 	done
 }
 
-prio_of() {	# prio_of SCHEME K
+prio_of() {	# prio_of SCHEME K: sets $prio
 	case $1 in
-	k) echo "$2" ;;
-	k4) echo $(($2 * 4)) ;;
-	l*) echo $((1 + $2 * ${1#l} / ENTRIES)) ;;
+	k) prio=$2 ;;
+	k4) prio=$(($2 * 4)) ;;
+	l*) prio=$((1 + $2 * ${1#l} / ENTRIES)) ;;
 	esac
 }
 
-qdisc_packets() {
-	$TC -j -s qdisc show dev $DEV | python3 -c '
-import json, sys
-for q in json.load(sys.stdin):
-    if q.get("root"):
-        print(q["packets"])' 2>/dev/null
+qdisc_packets() {	# sets $qkind and $qpkts: the root qdisc, packets it sent
+	local line out
+	qpkts=-1
+	qkind=
+	out=$($TC -s qdisc show dev $DEV root)
+	read -r _ qkind _ <<< "$out"
+	while read -r line; do
+		if [[ $line =~ ^Sent\ [0-9]+\ bytes\ ([0-9]+)\ pkt ]]; then
+			qpkts=${BASH_REMATCH[1]}
+			return 0
+		fi
+	done <<< "$out"
+	return 1
 }
 
-# measure CONFIG: one pktgen run; prints "pps pkts usec errors" or fails
+# measure CONFIG: one pktgen run; sets $m to "pps pkts usec errors"
 measure() {
-	local IFS='|' name kind args scheme flows levels
-	read -r name kind args scheme flows levels <<< "$1"
-	IFS=' '
-	local k e per=$((PKTS / ENTRIES)) sent=0 usec=0 errs=0 r u c before after
-	# shellcheck disable=SC2086
-	$TC qdisc replace dev $DEV root handle 1: $args || return 1
-	for k in $(seq 0 $((ENTRIES - 1))); do
+	local name kind args scheme flows levels
+	IFS='|' read -r name kind args scheme flows levels <<< "$1"
+	local k e per=$((PKTS / ENTRIES)) sent=0 usec=0 errs=0 st before prio
+	# "replace" keeps handle 1: and refuses another kind: delete first.
+	# One tc for both (-force: go on when there is nothing to delete).
+	printf 'qdisc del dev %s root\nqdisc add dev %s root handle 1: %s\n' \
+		$DEV $DEV "$args" | $TC -force -batch - 2> /dev/null
+	for ((k = 0; k < ENTRIES; k++)); do
 		e=$DEV@$k
-		pg "$e" "count $per" &&
-		pg "$e" "skb_priority $(prio_of "$scheme" "$k")" &&
-		pg "$e" "udp_src_min 10000" &&
-		pg "$e" "udp_src_max $((10000 + flows - 1))" || return 1
+		prio_of "$scheme" $k
+		pgset "$e" count $per &&
+		pgset "$e" skb_priority $prio &&
+		pgset "$e" udp_src_min 10000 &&
+		pgset "$e" udp_src_max $((10000 + flows - 1)) || return 1
 	done
-	before=$(qdisc_packets)
+	t_start=$EPOCHREALTIME
 	pg pgctrl start || return 1
-	after=$(qdisc_packets)
-	for k in $(seq 0 $((ENTRIES - 1))); do
+	t_run=$EPOCHREALTIME
+	qdisc_packets || return 1
+	[ "$qkind" = "$kind" ] || { log "$name: root qdisc is '$qkind'"; return 1; }
+	for ((k = 0; k < ENTRIES; k++)); do
+		read -r -d '' st < "$PG/$DEV@$k"
 		# "Result: OK: 1234(c1200+d34) usec, 2500 (64byte,0frags)"
-		r=$(grep -m1 '^Result: OK:' "$PG/$DEV@$k") || { log "$name: no result on $DEV@$k"; return 1; }
-		u=$(echo "$r" | sed -E 's/^Result: OK: ([0-9]+)\(.*/\1/')
-		c=$(echo "$r" | sed -E 's/.* usec, ([0-9]+) \(.*/\1/')
-		sent=$((sent + c))
-		[ "$u" -gt "$usec" ] && usec=$u
-		errs=$((errs + $(sed -nE 's/.*errors: ([0-9]+).*/\1/p' "$PG/$DEV@$k" | head -n1)))
+		if ! [[ $st =~ Result:\ OK:\ ([0-9]+)\(.*\ usec,\ ([0-9]+)\ \( ]]; then
+			log "$name: no result on $DEV@$k"
+			return 1
+		fi
+		sent=$((sent + BASH_REMATCH[2]))
+		((BASH_REMATCH[1] > usec)) && usec=${BASH_REMATCH[1]}
+		[[ $st =~ errors:\ ([0-9]+) ]] && errs=$((errs + BASH_REMATCH[1]))
 	done
-	if [ $((after - before)) -ne "$sent" ]; then
-		log "$name: pktgen sent $sent, the qdisc $((after - before))"
+	# a fresh qdisc: everything it sent came from pktgen
+	if [ "$qpkts" -ne "$sent" ] || [ "$usec" -eq 0 ]; then
+		log "$name: pktgen sent $sent in $usec us, the qdisc $qpkts"
 		return 1
 	fi
-	echo "$((sent * 1000000 / usec)) $sent $usec $errs"
+	m="$((sent * 1000000 / usec)) $sent $usec $errs"
 }
 
 # Mercury lists a class per level that saw packets: all 16 tags, or the
@@ -167,7 +197,9 @@ for r in $(seq 1 "$REPS"); do
 	for i in "${!configs[@]}"; do
 		cfg=${configs[$i]}
 		name=${cfg%%|*}
-		if m=$(measure "$cfg"); then
+		t0=$EPOCHREALTIME
+		if measure "$cfg"; then
+			log "$name: setup ${t_start/./} - ${t0/./}, run ${t_run/./} - ${t_start/./}, rest $((${EPOCHREALTIME/./} - ${t_run/./})) us"
 			res[$i]="${res[$i]:-} $m"
 			[ "$r" = 1 ] && [[ $name == mercury* ]] && { check_spread "$name" || bad[$i]=1; }
 		else
@@ -223,7 +255,7 @@ if [ -n "${PERF_PROFILE:-}" ]; then
 		perf record -q -a -g -e cpu-clock -o /tmp/perf.data > /dev/null 2>&1 &
 		ppid=$!
 		sleep 2		# perf has started sampling
-		measure "${configs[$i]}" > /dev/null
+		measure "${configs[$i]}"
 		kill -INT $ppid
 		wait $ppid
 		if perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none 2>/dev/null |
