@@ -163,3 +163,12 @@ dkms-uninstall:
 
 deb:
 	packaging/build-deb.sh $(MERCURY_VERSION)
+
+# ---------------------------------------------------------------------------
+# Qdisc cost benchmark (Documentation/performance.md): the userspace core
+# microbenchmark, then pktgen against other qdiscs in one VM boot; tables
+# and plots in out/perf, the document regenerated.
+.PHONY: perf
+perf: deps
+	$(MAKE) -C bench/core run OUT=$(CURDIR)/out/perf
+	bench/pktgen/run.sh -o $(CURDIR)/out/perf
