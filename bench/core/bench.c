@@ -10,7 +10,8 @@
  * over the levels (the spread the pktgen part uses too); each packet keeps
  * its flow for life, flows are spread evenly over the buckets.
  *
- * Grid: levels x queued x flows for mercury (flow order on and off), levels
+ * Grid: levels x queued x flows for mercury (flow order on and off; and
+ * on with only 16 levels in use, spread over the range), levels
  * x queued for the heap and the tree (they know no flows). For each cell
  * the median of REPS timed runs of OPS operations, after a warm-up. Runs
  * are short (about a millisecond) and start on a fresh time slice, so
@@ -55,10 +56,15 @@ static const u32 q_levels_set[] = { 64, 65536 };
 static const u32 q_queued_set[] = { 10, 1000 };
 static const u32 q_flows_set[] = { 1, 64 };
 
-enum variant { V_MERCURY_FO, V_MERCURY_NOFO, V_HEAP, V_RBTREE, V_N };
+/* V_MERCURY_16: flow order on, but the packets use only 16 of the levels,
+ * spread over the whole range, as gradient traffic uses a few layers at a
+ * time (and as the pktgen part does): the same instructions as V_MERCURY_FO
+ * with the cache footprint of 16 levels.
+ */
+enum variant { V_MERCURY_FO, V_MERCURY_NOFO, V_HEAP, V_RBTREE, V_MERCURY_16, V_N };
 
 static const char * const variant_names[V_N] = {
-	"mercury", "mercury-noflow", "heap", "rbtree",
+	"mercury", "mercury-noflow", "heap", "rbtree", "mercury-16levels",
 };
 
 struct cell {
@@ -126,14 +132,21 @@ static void build_pkts(struct pq_pkt *pkts, u32 n, u32 flows)
 	}
 }
 
-/* Ranks 1..levels (0 is mercury's untagged rank), same seed each cell. */
-static void build_ranks(u32 *ranks, u32 levels)
+/* Ranks 1..levels (0 is mercury's untagged rank), same seed each cell;
+ * with @in_use, only that many levels spread evenly over the range.
+ */
+static void build_ranks(u32 *ranks, u32 levels, u32 in_use)
 {
 	u64 s = 0x9e3779b97f4a7c15ULL;
 	u32 i;
 
-	for (i = 0; i < RANKS; i++)
-		ranks[i] = 1 + (u32)(xorshift64(&s) % levels);
+	for (i = 0; i < RANKS; i++) {
+		if (in_use && in_use < levels)
+			ranks[i] = 1 + (u32)(xorshift64(&s) % in_use) *
+				   (levels / in_use);
+		else
+			ranks[i] = 1 + (u32)(xorshift64(&s) % levels);
+	}
 }
 
 #define HOLD_LOOP(push, pop)						\
@@ -169,7 +182,7 @@ static int measure(struct bench *b, struct cell *c)
 	struct pq_cfg cfg = {
 		.levels = c->levels,
 		.buckets = c->flows > MIN_BUCKETS ? c->flows : MIN_BUCKETS,
-		.flow_order = c->v == V_MERCURY_FO,
+		.flow_order = c->v == V_MERCURY_FO || c->v == V_MERCURY_16,
 		.capacity = c->queued,
 	};
 	double *t, t0;
@@ -188,7 +201,7 @@ static int measure(struct bench *b, struct cell *c)
 		return -ENOMEM;
 	}
 	build_pkts(b->pkts, c->queued, c->flows);
-	build_ranks(b->ranks, c->levels);
+	build_ranks(b->ranks, c->levels, c->v == V_MERCURY_16 ? 16 : 0);
 	for (i = 0; i < c->queued; i++)
 		pq_push(pq, &b->pkts[i], b->ranks[k++ & (RANKS - 1)]);
 	/* warm-up: caches, branch predictors, the queue's rank mix */
@@ -265,7 +278,7 @@ static int run_one(struct bench *b, const char *spec)
 	u32 l, q, f;
 	int v;
 
-	if (sscanf(spec, "%31[a-z-]:%u:%u:%u", name, &l, &q, &f) != 4)
+	if (sscanf(spec, "%31[a-z0-9-]:%u:%u:%u", name, &l, &q, &f) != 4)
 		return -EINVAL;
 	for (v = 0; v < V_N; v++)
 		if (!strcmp(name, variant_names[v]))
@@ -282,7 +295,7 @@ static int run_one(struct bench *b, const char *spec)
 
 static int run_grid(struct bench *b)
 {
-	size_t cap = b->nlevels * b->nqueued * (2 * b->nflows + 2);
+	size_t cap = b->nlevels * b->nqueued * (3 * b->nflows + 2);
 	size_t li, qi, fi;
 	int err;
 
@@ -299,6 +312,9 @@ static int run_grid(struct bench *b)
 				err = add_cell(b, V_MERCURY_FO, l, q, f, cap);
 				if (!err)
 					err = add_cell(b, V_MERCURY_NOFO, l, q,
+						       f, cap);
+				if (!err)
+					err = add_cell(b, V_MERCURY_16, l, q,
 						       f, cap);
 				if (err)
 					return err;
@@ -342,14 +358,17 @@ static int write_dat(const struct bench *b, const char *dir)
 	fprintf(f, "# levels %u flows %u: queued", fl, ff);
 	for (v = 0; v < V_N; v++)
 		fprintf(f, " %s", variant_names[v]);
-	fprintf(f, " mercury@65536levels,4096flows\n");
+	fprintf(f, " mercury@65536levels,4096flows mercury-16levels@65536levels,4096flows\n");
 	for (i = 0; i < b->nqueued; i++) {
 		u32 q = b->queued_set[i];
 
 		fprintf(f, "%u", q);
 		for (v = 0; v < V_N; v++)
 			fprintf(f, " %.2f", ns_of(b, v, fl, q, ff));
-		fprintf(f, " %.2f\n", ns_of(b, V_MERCURY_FO,
+		fprintf(f, " %.2f", ns_of(b, V_MERCURY_FO,
+					   b->levels_set[b->nlevels - 1], q,
+					   b->flows_set[b->nflows - 1]));
+		fprintf(f, " %.2f\n", ns_of(b, V_MERCURY_16,
 					     b->levels_set[b->nlevels - 1], q,
 					     b->flows_set[b->nflows - 1]));
 	}
@@ -495,7 +514,7 @@ static int write_json(const struct bench *b, const char *dir)
 				       json_object_new_string(variant_names[c->v]));
 		json_object_object_add(o, "levels", json_object_new_int64(c->levels));
 		json_object_object_add(o, "queued", json_object_new_int64(c->queued));
-		if (c->v == V_MERCURY_FO || c->v == V_MERCURY_NOFO)
+		if (c->v != V_HEAP && c->v != V_RBTREE)
 			json_object_object_add(o, "flows",
 					       json_object_new_int64(c->flows));
 		json_object_object_add(o, "ns", json_object_new_double(c->ns));
@@ -520,7 +539,8 @@ static void usage(FILE *f)
 		"  -n OPS   enqueue+dequeue operations per run (default 20000)\n"
 		"  -q       quick: a corner of the grid (for tests)\n"
 		"  -c CELL  one cell only, no files: VARIANT:LEVELS:QUEUED:FLOWS,\n"
-		"           VARIANT mercury, mercury-noflow, heap or rbtree (for perf)\n");
+		"           VARIANT mercury, mercury-noflow, heap, rbtree or\n"
+		"           mercury-16levels (for perf)\n");
 }
 
 static int parse_u32(const char *s, u32 min, u32 max, u32 *out)
