@@ -142,7 +142,7 @@ qdisc_packets() {	# sets $qkind and $qpkts: the root qdisc, packets it sent
 measure() {
 	local name kind args scheme flows levels
 	IFS='|' read -r name kind args scheme flows levels <<< "$1"
-	local k e per=$((PKTS / ENTRIES)) sent=0 usec=0 errs=0 st before prio
+	local k w e per=$((PKTS / ENTRIES)) sent=0 usec=0 errs=0 st prio
 	# "replace" keeps handle 1: and refuses another kind: delete first.
 	# One tc for both (-force: go on when there is nothing to delete).
 	printf 'qdisc del dev %s root\nqdisc add dev %s root handle 1: %s\n' \
@@ -150,12 +150,23 @@ measure() {
 	for ((k = 0; k < ENTRIES; k++)); do
 		e=$DEV@$k
 		prio_of "$scheme" $k
-		pgset "$e" count $per &&
+		# always written: it also replaces the entry's last "Result"
+		pg "$e" "count $per" &&
 		pgset "$e" skb_priority $prio &&
 		pgset "$e" udp_src_min 10000 &&
 		pgset "$e" udp_src_max $((10000 + flows - 1)) || return 1
 	done
 	pg pgctrl start || return 1
+	# "start" waits only 125 ms for the pktgen thread to take the run;
+	# a busy emulated guest can miss that and return at once. Wait for
+	# every entry's run result (up to about a minute).
+	for ((k = 0; k < ENTRIES; k++)); do
+		for ((w = 0; w < 600; w++)); do
+			read -r -d '' st < "$PG/$DEV@$k"
+			[[ $st == *"Result: OK: "*" usec, "* ]] && break
+			sleep 0.1
+		done
+	done
 	qdisc_packets || return 1
 	[ "$qkind" = "$kind" ] || { log "$name: root qdisc is '$qkind'"; return 1; }
 	for ((k = 0; k < ENTRIES; k++)); do
@@ -252,10 +263,16 @@ if [ -n "${PERF_PROFILE:-}" ]; then
 		*) continue ;;
 		esac
 		f=$PROFILE_DIR/$(echo "$name" | tr ' ' '_')
+		rm -f /tmp/perf.data
 		perf record -q -a -g -e cpu-clock -o /tmp/perf.data > /dev/null 2>&1 &
 		ppid=$!
-		sleep 2		# perf has started sampling
-		measure "${configs[$i]}"
+		# perf writes its header once it samples; it may take seconds
+		for ((w = 0; w < 300; w++)); do
+			[ -s /tmp/perf.data ] && break
+			sleep 0.1
+		done
+		sleep 1
+		PKTS=$((4 * PKTS)) measure "${configs[$i]}"
 		kill -INT $ppid
 		wait $ppid
 		if perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none 2>/dev/null |
