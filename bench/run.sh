@@ -94,15 +94,15 @@ for m in d["models"]:
           ("%.2f" % sm) if sm else "NaN")
 PY
 gnuplot <<EOT 2>> "$out/build.log" || echo "bench: gnuplot failed" >&2
-set terminal pngcairo size 1000,560 font "sans,11"
+set terminal pngcairo size 1000,560 font "sans,11" noenhanced
 set output "$out/bench.png"
 set title "Emulated PS training: iteration time per scheme ($(sed -n 's/.*"meta": "\(.*\)",/\1/p' "$out/bench.json"))" font "sans,10"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
-set ylabel "iteration time (ms)"
-set yrange [0:*]
+set ylabel "iteration time (ms, log scale)"
+set logscale y
 set key top left
 set datafile missing "NaN"
 set grid ytics
