@@ -4,6 +4,9 @@
 #   make            module, tc plugin and userspace tools
 #   make test       install what is missing, build, run every test (host + VM)
 #   make demo       install what is missing, build, boot the VM, show Mercury vs FIFO
+#   make bench      the full emulated-training benchmark (Documentation/benchmark.md)
+#   make perf       the qdisc cost benchmark (Documentation/performance.md)
+#   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)
 #   make style      checkpatch --strict on kmod/ and tc-plugin/
 #   make check      sparse and W=1 build of the module
 
@@ -15,7 +18,7 @@ CHECKPATCH = build/linux-src/scripts/checkpatch.pl
 
 USERSPACE_DIRS = $(wildcard userspace/*/Makefile)
 
-.PHONY: all module tc-plugin userspace deps test demo style check clean
+.PHONY: all module tc-plugin userspace deps test demo bench style check clean
 
 all: module tc-plugin userspace
 
@@ -37,6 +40,9 @@ test: deps
 
 demo: deps
 	scripts/demo.sh
+
+bench: deps all
+	bench/run.sh --full
 
 # CAMELCASE is ignored: its only hits are the kernel's own Qdisc,
 # Qdisc_ops and Qdisc_class_ops, which --no-tree cannot know are existing
