@@ -1,0 +1,536 @@
+// SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+/*
+ * Host-side tests of mercuryctl: option parsing and checking, sizes and
+ * handles, the text/JSON/Prometheus output of a canned qdisc, and the
+ * command line up to the point where it would talk to the kernel (usage
+ * errors, JSON errors, prefix dispatch). The netlink part runs in the VM
+ * (selftests/mercury_ctl.sh).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <json-c/json.h>
+
+#include "mctl.h"
+
+int mctl_main(int argc, char **argv);
+
+#define ARGV(...) ((char *[]){ __VA_ARGS__ })
+#define ARGC(...) ((int)(sizeof((char *[]){ __VA_ARGS__ }) / sizeof(char *)))
+
+/* ---- options --------------------------------------------------------- */
+
+static void test_parse_every_option(void **state)
+{
+	char *argv[] = { "levels", "4096", "tag", "priority", "shift", "4",
+			 "mask", "0x1fff", "untagged", "last",
+			 "untagged_share", "15", "flow_order", "off",
+			 "flows", "2048", "limit", "777", "memory_limit", "4Mb",
+			 "quantum", "9000" };
+	struct mctl_opts o;
+	char err[128] = "";
+
+	(void)state;
+	assert_int_equal(mctl_parse_opts(22, argv, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.set, MCTL_ALL_OPTS);
+	assert_int_equal(o.levels, 4096);
+	assert_int_equal(o.source, TC_MERCURY_TAG_PRIORITY);
+	assert_int_equal(o.shift, 4);
+	assert_int_equal(o.mask, 0x1fff);
+	assert_int_equal(o.untagged, TC_MERCURY_UNTAGGED_LAST);
+	assert_int_equal(o.share, 15);
+	assert_int_equal(o.flow_order, 0);
+	assert_int_equal(o.flows, 2048);
+	assert_int_equal(o.limit, 777);
+	assert_int_equal(o.memory_limit, 4u << 20);
+	assert_int_equal(o.quantum, 9000);
+}
+
+static void test_parse_only_given(void **state)
+{
+	char *argv[] = { "limit", "42" };
+	struct mctl_opts o;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(mctl_parse_opts(2, argv, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.set, MCTL_BIT(TCA_MERCURY_LIMIT));
+	assert_int_equal(o.limit, 42);
+	assert_int_equal(mctl_parse_opts(0, NULL, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.set, 0);
+}
+
+/* Every bad value is refused with the option's name and rule. */
+static void test_parse_bad_values(void **state)
+{
+	static const struct {
+		const char *name, *val, *msg;
+	} bad[] = {
+		{ "levels", "0", "levels must be 1..65536, not '0'" },
+		{ "levels", "65537", "levels must be 1..65536, not '65537'" },
+		{ "levels", "-1", "levels must be 1..65536, not '-1'" },
+		{ "levels", "abc", "levels must be 1..65536, not 'abc'" },
+		{ "levels", "", "levels must be 1..65536, not ''" },
+		{ "tag", "foo", "tag must be mark or priority, not 'foo'" },
+		{ "shift", "32", "shift must be 0..31, not '32'" },
+		{ "mask", "0", "mask must be a non-zero u32, not '0'" },
+		{ "mask", "0x100000000", "mask must be a non-zero u32, not '0x100000000'" },
+		{ "untagged", "middle", "untagged must be first or last, not 'middle'" },
+		{ "untagged_share", "91", "untagged_share must be 0..90 percent, not '91'" },
+		{ "flow_order", "maybe", "flow_order must be on or off, not 'maybe'" },
+		{ "flows", "0", "flows must be 1..65536, not '0'" },
+		{ "flows", "65537", "flows must be 1..65536, not '65537'" },
+		{ "limit", "0", "limit must be at least 1 packet, not '0'" },
+		{ "limit", "4294967296", "limit must be at least 1 packet, not '4294967296'" },
+		{ "memory_limit", "0", "memory_limit must be at least 1 byte (a size: 4Mb, 512kb), not '0'" },
+		{ "memory_limit", "4parsecs", "memory_limit must be at least 1 byte (a size: 4Mb, 512kb), not '4parsecs'" },
+		{ "quantum", "255", "quantum must be 256..1048576 bytes, not '255'" },
+		{ "quantum", "1048577", "quantum must be 256..1048576 bytes, not '1048577'" },
+	};
+	struct mctl_opts o;
+	char err[160];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[] = { (char *)bad[i].name, (char *)bad[i].val };
+
+		err[0] = '\0';
+		assert_int_equal(mctl_parse_opts(2, argv, &o, err, sizeof(err)),
+				 -EINVAL);
+		assert_string_equal(err, bad[i].msg);
+	}
+}
+
+static void test_parse_structure_errors(void **state)
+{
+	char *unknown[] = { "bogus", "1" };
+	char *missing[] = { "limit", "5", "levels" };
+	struct mctl_opts o;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(mctl_parse_opts(2, unknown, &o, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "unknown option 'bogus'");
+	assert_int_equal(mctl_parse_opts(3, missing, &o, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "option levels needs a value");
+}
+
+static void test_sizes(void **state)
+{
+	static const struct {
+		const char *s;
+		int ok;
+		uint32_t v;
+	} t[] = {
+		{ "3028", 1, 3028 }, { "3028b", 1, 3028 }, { "4kb", 1, 4096 },
+		{ "4K", 1, 4096 }, { "32Mb", 1, 32u << 20 }, { "1m", 1, 1u << 20 },
+		{ "2gb", 1, 2u << 30 }, { "8kbit", 1, 1024 }, { "1mbit", 1, 131072 },
+		{ "3gb", 1, 3u << 30 }, { "4gb", 0, 0 }, { "1.5kb", 0, 0 },
+		{ "-1", 0, 0 }, { "kb", 0, 0 }, { "", 0, 0 }, { "12 kb", 0, 0 },
+		{ "1bit", 0, 0 }, { "4294967295", 1, 4294967295u },
+		{ "4294967296", 0, 0 },
+	};
+	uint32_t v;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		v = 0;
+		if (t[i].ok) {
+			assert_int_equal(mctl_parse_size(t[i].s, &v), 0);
+			assert_int_equal(v, t[i].v);
+		} else {
+			assert_int_equal(mctl_parse_size(t[i].s, &v), -EINVAL);
+		}
+	}
+}
+
+static void test_merge_and_check(void **state)
+{
+	char *argv[] = { "levels", "300", "mask", "0xff" };
+	char *share[] = { "untagged_share", "10" };
+	char *fix[] = { "untagged", "last" };
+	struct mctl_opts base, o;
+	char err[160];
+
+	(void)state;
+	mctl_opts_defaults(&base);
+	assert_int_equal(mctl_check_opts(&base, err, sizeof(err)), 0);
+	assert_int_equal(mctl_parse_opts(4, argv, &o, err, sizeof(err)), 0);
+	mctl_opts_merge(&base, &o);
+	assert_int_equal(base.levels, 300);
+	assert_int_equal(base.flows, MCTL_DEF_FLOWS);	/* kept */
+	assert_int_equal(mctl_check_opts(&base, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "levels 300 exceeds the largest tag mask 0xff can give");
+
+	mctl_opts_defaults(&base);
+	assert_int_equal(mctl_parse_opts(2, share, &o, err, sizeof(err)), 0);
+	mctl_opts_merge(&base, &o);
+	assert_int_equal(mctl_check_opts(&base, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "untagged_share needs untagged last");
+	assert_int_equal(mctl_parse_opts(2, fix, &o, err, sizeof(err)), 0);
+	mctl_opts_merge(&base, &o);
+	assert_int_equal(mctl_check_opts(&base, err, sizeof(err)), 0);
+}
+
+static void test_sprint(void **state)
+{
+	char b[32];
+
+	(void)state;
+	mctl_sprint_size(b, sizeof(b), 32u << 20);
+	assert_string_equal(b, "32Mb");
+	mctl_sprint_size(b, sizeof(b), 512 * 1024);
+	assert_string_equal(b, "512Kb");
+	mctl_sprint_size(b, sizeof(b), 3028);
+	assert_string_equal(b, "3028b");
+	mctl_sprint_size(b, sizeof(b), 0);
+	assert_string_equal(b, "0b");
+	mctl_sprint_handle(b, sizeof(b), 0x10000);
+	assert_string_equal(b, "1:");
+	mctl_sprint_handle(b, sizeof(b), 0x1000a);
+	assert_string_equal(b, "1:a");
+	mctl_sprint_handle(b, sizeof(b), 0xffffffffu);
+	assert_string_equal(b, "root");
+}
+
+/* ---- output of a canned qdisc ------------------------------------------ */
+
+static struct mctl_level canned_levels[] = {
+	{ .minor = 3, .tag = 3, .flows = 2, .packets = 10, .bytes = 15140,
+	  .drops = 1, .backlog = 3028, .qlen = 2 },
+	{ .minor = 0xffff, .tag = 0, .flows = 1, .packets = 4, .bytes = 168,
+	  .drops = 0, .backlog = 0, .qlen = 0 },
+};
+
+static void canned(struct mctl_qdisc *q)
+{
+	memset(q, 0, sizeof(*q));
+	snprintf(q->dev, sizeof(q->dev), "eth0");
+	q->ifindex = 2;
+	q->handle = 0x10000;
+	q->parent = 0xffffffffu;
+	mctl_opts_defaults(&q->opts);
+	q->opts.levels = 64;
+	q->opts.untagged = TC_MERCURY_UNTAGGED_LAST;
+	q->opts.share = 10;
+	q->packets = 14;
+	q->bytes = 15308;
+	q->drops = 1;
+	q->backlog = 3028;
+	q->qlen = 2;
+	q->has_xstats = true;
+	q->x.flows = 3;
+	q->x.levels_active = 1;
+	q->x.most_urgent = 3;
+	q->x.memory_usage = 4608;
+	q->x.drops_limit = 1;
+	q->x.inversions_avoided = 7;
+	q->x.untagged_packets = 4;
+	q->x.untagged_bytes = 168;
+	q->x.share_forced = 2;
+	q->x.chain_rebuilds = 5;
+	q->levels = canned_levels;
+	q->nlevels = 2;
+}
+
+/* Run @fn into a heap buffer; the caller frees the result. */
+static char *capture(void (*fn)(FILE *f, const struct mctl_qdisc *q, size_t n,
+				int arg), const struct mctl_qdisc *q, size_t n,
+		     int arg)
+{
+	FILE *f = tmpfile();
+	char *buf;
+	long len;
+
+	assert_non_null(f);
+	fn(f, q, n, arg);
+	len = ftell(f);
+	rewind(f);
+	buf = malloc(len + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, len, f), len);
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void text_all(FILE *f, const struct mctl_qdisc *q, size_t n, int a)
+{
+	(void)a;
+	mctl_print_text(f, q, n, MCTL_SHOW_ALL);
+}
+
+static void prom(FILE *f, const struct mctl_qdisc *q, size_t n, int a)
+{
+	(void)a;
+	mctl_print_prometheus(f, q, n);
+}
+
+static void json(FILE *f, const struct mctl_qdisc *q, size_t n, int what)
+{
+	mctl_print_json(f, q, n, what, false);
+}
+
+static void test_text(void **state)
+{
+	struct mctl_qdisc q;
+	char *out;
+
+	(void)state;
+	canned(&q);
+	out = capture(text_all, &q, 1, 0);
+	assert_string_equal(out,
+		"qdisc mercury 1: dev eth0 root\n"
+		" levels 64 tag mark shift 0 mask 0xffff untagged last untagged_share 10 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum 3028b\n"
+		" sent 15308 bytes 14 pkt (dropped 1, overlimits 0 requeues 0)\n"
+		" backlog 3028b 2p\n"
+		" flows 3 levels_active 1 most_urgent 3 memory_usage 4608b\n"
+		" drops_limit 1 drops_memory 0 inversions_avoided 7 chain_rebuilds 5\n"
+		" untagged_packets 4 untagged_bytes 168 share_forced 2\n"
+		" level 3 (class 1:3): sent 15140 bytes 10 pkt dropped 1 backlog 3028b 2p flows 2\n"
+		" level untagged (class 1:ffff): sent 168 bytes 4 pkt dropped 0 backlog 0b 0p flows 1\n");
+	free(out);
+}
+
+/* The options line of the text output parses back to the same options. */
+static void test_text_round_trip(void **state)
+{
+	char *argv[32], *line, *out, *tok, *save = NULL;
+	struct mctl_opts o, again;
+	struct mctl_qdisc q;
+	char err[128];
+	int argc = 0;
+
+	(void)state;
+	canned(&q);
+	q.opts.memory_limit = 512 * 1024;
+	q.opts.quantum = 9000;
+	q.opts.mask = 0x1fff;
+	out = capture(text_all, &q, 1, 0);
+	line = strchr(out, '\n') + 1;
+	*strchr(line, '\n') = '\0';
+	for (tok = strtok_r(line, " ", &save); tok && argc < 32;
+	     tok = strtok_r(NULL, " ", &save))
+		argv[argc++] = tok;
+	assert_int_equal(argc, 22);
+	assert_int_equal(mctl_parse_opts(argc, argv, &again, err, sizeof(err)), 0);
+	o = q.opts;
+	o.set = MCTL_ALL_OPTS;
+	assert_memory_equal(&o, &again, sizeof(o));
+	free(out);
+}
+
+static void test_json(void **state)
+{
+	struct json_object *j, *q0, *v, *lv;
+	struct mctl_qdisc q;
+	char *out;
+
+	(void)state;
+	canned(&q);
+	out = capture(json, &q, 1, MCTL_SHOW_ALL);
+	j = json_tokener_parse(out);
+	assert_non_null(j);
+	assert_int_equal(json_object_array_length(j), 1);
+	q0 = json_object_array_get_idx(j, 0);
+	assert_true(json_object_object_get_ex(q0, "handle", &v));
+	assert_string_equal(json_object_get_string(v), "1:");
+	assert_true(json_object_object_get_ex(q0, "parent", &v));
+	assert_string_equal(json_object_get_string(v), "root");
+	/* the option keys and raw values of tc -j */
+	assert_true(json_object_object_get_ex(q0, "options", &v));
+	assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
+		"{\"levels\":64,\"tag\":\"mark\",\"shift\":0,\"mask\":65535,"
+		"\"untagged\":\"last\",\"untagged_share\":10,\"flow_order\":true,"
+		"\"flows\":1024,\"limit\":10000,\"memory_limit\":33554432,"
+		"\"quantum\":3028}");
+	assert_true(json_object_object_get_ex(q0, "stats", &v));
+	assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
+		"{\"bytes\":15308,\"packets\":14,\"drops\":1,\"overlimits\":0,"
+		"\"requeues\":0,\"backlog\":3028,\"qlen\":2}");
+	assert_true(json_object_object_get_ex(q0, "xstats", &v));
+	assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
+		"{\"flows\":3,\"levels_active\":1,\"most_urgent\":3,"
+		"\"memory_usage\":4608,\"drops_limit\":1,\"drops_memory\":0,"
+		"\"inversions_avoided\":7,\"chain_rebuilds\":5,"
+		"\"untagged_packets\":4,\"untagged_bytes\":168,\"share_forced\":2}");
+	assert_true(json_object_object_get_ex(q0, "levels", &v));
+	assert_int_equal(json_object_array_length(v), 2);
+	lv = json_object_array_get_idx(v, 1);
+	assert_string_equal(json_object_to_json_string_ext(lv, JSON_C_TO_STRING_PLAIN),
+		"{\"tag\":0,\"class\":\"1:ffff\",\"bytes\":168,\"packets\":4,"
+		"\"drops\":0,\"backlog\":0,\"qlen\":0,\"flows\":1}");
+	json_object_put(j);
+	free(out);
+
+	/* stats only: no options */
+	out = capture(json, &q, 1, MCTL_SHOW_STATS);
+	j = json_tokener_parse(out);
+	q0 = json_object_array_get_idx(j, 0);
+	assert_false(json_object_object_get_ex(q0, "options", &v));
+	assert_true(json_object_object_get_ex(q0, "xstats", &v));
+	json_object_put(j);
+	free(out);
+}
+
+static void test_prometheus(void **state)
+{
+	struct mctl_qdisc q[2];
+	char *out, *p;
+
+	(void)state;
+	canned(&q[0]);
+	canned(&q[1]);
+	snprintf(q[1].dev, sizeof(q[1].dev), "we\"ird");
+	q[1].handle = 0x20000;
+	q[1].nlevels = 0;
+	q[1].packets = 99;
+	out = capture(prom, q, 2, 0);
+
+	/* one HELP/TYPE per family, samples of both qdiscs under it */
+	assert_non_null(strstr(out,
+		"# HELP mercury_packets_total Packets sent by the qdisc.\n"
+		"# TYPE mercury_packets_total counter\n"
+		"mercury_packets_total{dev=\"eth0\",handle=\"1:\"} 14\n"
+		"mercury_packets_total{dev=\"we\\\"ird\",handle=\"2:\"} 99\n"));
+	assert_non_null(strstr(out,
+		"# TYPE mercury_drops_total counter\n"
+		"mercury_drops_total{dev=\"eth0\",handle=\"1:\",reason=\"limit\"} 1\n"
+		"mercury_drops_total{dev=\"we\\\"ird\",handle=\"2:\",reason=\"limit\"} 1\n"
+		"mercury_drops_total{dev=\"eth0\",handle=\"1:\",reason=\"memory\"} 0\n"));
+	assert_non_null(strstr(out,
+		"# TYPE mercury_level_backlog_bytes gauge\n"
+		"mercury_level_backlog_bytes{dev=\"eth0\",handle=\"1:\",tag=\"3\"} 3028\n"
+		"mercury_level_backlog_bytes{dev=\"eth0\",handle=\"1:\",tag=\"untagged\"} 0\n"
+		"# HELP"));
+	assert_non_null(strstr(out,
+		"mercury_level_drops_total{dev=\"eth0\",handle=\"1:\",tag=\"3\"} 1\n"));
+	assert_non_null(strstr(out,
+		"mercury_backlog_packets{dev=\"eth0\",handle=\"1:\"} 2\n"));
+	/* a family's TYPE line appears exactly once */
+	p = strstr(out, "# TYPE mercury_drops_total");
+	assert_null(strstr(p + 1, "# TYPE mercury_drops_total"));
+	/* every sample line is NAME{LABELS} INTEGER */
+	for (p = out; *p; p = strchr(p, '\n') + 1) {
+		if (*p == '#')
+			continue;
+		assert_true(!strncmp(p, "mercury_", 8));
+		assert_non_null(strstr(p, "} "));
+	}
+	free(out);
+
+	/* no xstats: only the standard counters are exported */
+	q[0].has_xstats = false;
+	out = capture(prom, q, 1, 0);
+	assert_null(strstr(out, "mercury_drops_total{"));
+	assert_non_null(strstr(out, "mercury_packets_total{"));
+	free(out);
+}
+
+/* ---- the command line, as far as it goes without the kernel ------------ */
+
+/* Run mctl_main with stdout and stderr in files; returns the exit code. */
+static int run_cli(int argc, char **argv, char *out, size_t outlen,
+		   char *err, size_t errlen)
+{
+	FILE *fo = tmpfile(), *fe = tmpfile();
+	int so = dup(1), se = dup(2), rc;
+	size_t n;
+
+	fflush(stdout);
+	fflush(stderr);
+	dup2(fileno(fo), 1);
+	dup2(fileno(fe), 2);
+	rc = mctl_main(argc, argv);
+	fflush(stdout);
+	fflush(stderr);
+	dup2(so, 1);
+	dup2(se, 2);
+	close(so);
+	close(se);
+	rewind(fo);
+	rewind(fe);
+	n = fread(out, 1, outlen - 1, fo);
+	out[n] = '\0';
+	n = fread(err, 1, errlen - 1, fe);
+	err[n] = '\0';
+	fclose(fo);
+	fclose(fe);
+	return rc;
+}
+
+static void test_cli_errors(void **state)
+{
+	char out[1024], err[1024];
+
+	(void)state;
+	assert_int_equal(run_cli(ARGC("mercuryctl", "frob"),
+				 ARGV("mercuryctl", "frob"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: unknown command 'frob' (try 'mercuryctl help')\n");
+
+	/* "s" is show and stats: ambiguous; "sh" is show */
+	assert_int_equal(run_cli(ARGC("mercuryctl", "s"), ARGV("mercuryctl", "s"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: ambiguous command 's' (try 'mercuryctl help')\n");
+
+	assert_int_equal(run_cli(ARGC("mercuryctl", "-j", "a", "eth0", "levels", "0"),
+				 ARGV("mercuryctl", "-j", "a", "eth0", "levels", "0"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(out, "{\"error\":\"levels must be 1..65536, not '0'\"}\n");
+	assert_string_equal(err, "");
+
+	assert_int_equal(run_cli(ARGC("mercuryctl", "add", "eth0", "handle", "1:2"),
+				 ARGV("mercuryctl", "add", "eth0", "handle", "1:2"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: bad handle '1:2' (a qdisc handle is MAJOR:)\n");
+
+	assert_int_equal(run_cli(ARGC("mercuryctl", "add"), ARGV("mercuryctl", "add"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "del", "eth0", "limit", "5"),
+				 ARGV("mercuryctl", "del", "eth0", "limit", "5"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: delete takes no options ('limit')\n");
+	assert_int_equal(run_cli(ARGC("mercuryctl", "-p", "add", "eth0"),
+				 ARGV("mercuryctl", "-p", "add", "eth0"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: -p applies to show and stats only\n");
+	assert_int_equal(run_cli(ARGC("mercuryctl"), ARGV("mercuryctl"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_non_null(strstr(err, "Usage: mercuryctl"));
+	assert_int_equal(run_cli(ARGC("mercuryctl", "--bogus"), ARGV("mercuryctl", "--bogus"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "h"), ARGV("mercuryctl", "h"),
+				 out, sizeof(out), err, sizeof(err)), 0);
+	assert_non_null(strstr(out, "stats   [--prometheus] [DEV]"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_every_option),
+		cmocka_unit_test(test_parse_only_given),
+		cmocka_unit_test(test_parse_bad_values),
+		cmocka_unit_test(test_parse_structure_errors),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_merge_and_check),
+		cmocka_unit_test(test_sprint),
+		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_text_round_trip),
+		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_prometheus),
+		cmocka_unit_test(test_cli_errors),
+	};
+
+	return cmocka_run_group_tests_name("mercuryctl", tests, NULL, NULL);
+}
