@@ -1,0 +1,241 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# mercuryctl (userspace/ctl, libnl-route) against the real qdisc: its
+# add/change/replace/delete cross-checked with tc -j, its JSON, its
+# Prometheus output checked against tc -s numbers while packets are
+# queued, and its errors (no module, no device, bad option, no
+# permission).
+#
+#   +------------- ns mrc-s -------------+      +---- ns mrc-r ----+
+#   | dummy0: mercury (provisioning)      |      |                  |
+#   | veth0: tbf 8bit -> mercury (10:)    |------| veth1            |
+#   |   mercury_traffic.py send, SO_MARK  |      |                  |
+#   +-------------------------------------+      +------------------+
+source "$(dirname "$0")/lib.sh"
+C=$MERCURY_ROOT/userspace/ctl/mercuryctl
+[ -x "$C" ] || { echo "not ok 1 $C not built (make -C userspace/ctl)"; exit 1; }
+W=$(mktemp -d /tmp/mercury-ctl.XXXXXX)
+trap 'cleanup_pair; rm -rf "$W"' EXIT
+setup_pair || { echo "not ok 1 setup"; exit 1; }
+$IP -n $NS_S link add dummy0 type dummy && $IP -n $NS_S link set dummy0 up ||
+	{ echo "not ok 1 setup dummy0"; exit 1; }
+
+mc() { "$C" -n $NS_S "$@"; }
+# expect NAME RC PATTERN CMD...: CMD exits RC and its output matches PATTERN.
+expect() {
+	local name=$1 want=$2 pat=$3 out rc
+	shift 3
+	out=$("$@" 2>&1)
+	rc=$?
+	if [ "$rc" = "$want" ] && echo "$out" | grep -Eq -- "$pat"; then
+		ktap_ok "$name"
+	else
+		log "$name: exit $rc, said: $out"
+		ktap_fail "$name"
+	fi
+}
+# JSON field helper: python expression over j (the parsed document).
+jcheck() {
+	local name=$1 file=$2 expr=$3
+	if python3 -c 'import json,sys; j = json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$file" "$expr"; then
+		ktap_ok "$name"
+	else
+		log "$name: $(head -c 600 "$file")"
+		ktap_fail "$name"
+	fi
+}
+no_mercury() { ! tcs qdisc show dev "$1" | grep -q "qdisc mercury"; }
+
+# ---- module not loaded: first, before we load it ------------------------
+if grep -q '^sch_mercury ' /proc/modules && ! rmmod sch_mercury 2>/dev/null; then
+	ktap_skip "add without the module names sch_mercury (module busy)"
+	ktap_skip "JSON error without the module"
+else
+	expect "add without the module names sch_mercury" 1 \
+		"^mercuryctl: .*module sch_mercury is not loaded" mc add dummy0
+	expect "JSON error without the module" 1 \
+		'^\{"error":".*sch_mercury is not loaded' mc -j add dummy0
+fi
+mercury_load
+
+# ---- errors ----------------------------------------------------------
+expect "no such device" 1 "^mercuryctl: no such device: eth9$" mc add eth9
+expect "no such device in JSON" 1 '^\{"error":"no such device: eth9"\}$' mc -j show eth9
+expect "no such network namespace" 1 "no such network namespace: mrc-none" \
+	"$C" -n mrc-none show
+expect "bad option value is named (levels 0), exit 2" 2 \
+	"^mercuryctl: levels must be 1\.\.65536, not '0'$" mc add dummy0 levels 0
+expect "bad size is named (quantum 100), exit 2" 2 \
+	"^mercuryctl: quantum must be 256\.\.1048576 bytes" mc add dummy0 quantum 100
+expect "options checked against each other (levels above mask), exit 2" 2 \
+	"levels 300 exceeds the largest tag mask 0xff" mc add dummy0 levels 300 mask 0xff
+expect "untagged_share needs untagged last, exit 2" 2 \
+	"untagged_share needs untagged last" mc add dummy0 untagged_share 10
+expect "unknown option, exit 2" 2 "unknown option 'bogus'" mc add dummy0 bogus 1
+expect "unknown command, exit 2" 2 "unknown command 'frobnicate'" mc frobnicate
+expect "ambiguous command prefix, exit 2" 2 "ambiguous command 's'" mc s dummy0
+ktap_check "nothing was created by the bad commands" no_mercury dummy0
+expect "permission denied without CAP_NET_ADMIN" 1 \
+	"^mercuryctl: permission denied: adding a qdisc on dummy0 needs CAP_NET_ADMIN" \
+	$IP netns exec $NS_S setpriv --reuid=65534 --regid=65534 --clear-groups "$C" add dummy0
+ktap_check "nothing was created without permission" no_mercury dummy0
+expect "show of a device without mercury fails" 1 "no mercury qdisc on dummy0" mc show dummy0
+
+# ---- provisioning, cross-checked with tc -j --------------------------
+ALL="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 4Mb quantum 9000"
+ALLJ='{"levels": 4096, "tag": "priority", "shift": 4, "mask": 8191, "untagged": "last", "untagged_share": 15, "flow_order": False, "flows": 2048, "limit": 777, "memory_limit": 4194304, "quantum": 9000}'
+expect "add with defaults" 0 "" mc add dummy0 handle 1:
+tcs -j qdisc show dev dummy0 > $W/tc.json
+jcheck "tc sees the defaults mercuryctl set" $W/tc.json \
+	'j[0]["kind"] == "mercury" and j[0]["handle"] == "1:" and j[0]["options"] == {"levels": 1024, "tag": "mark", "shift": 0, "mask": 65535, "untagged": "first", "untagged_share": 0, "flow_order": True, "flows": 1024, "limit": 10000, "memory_limit": 33554432, "quantum": 3028}'
+expect "add where one exists fails" 1 "already there" mc add dummy0
+expect "delete" 0 "" mc delete dummy0
+ktap_check "tc sees it deleted" no_mercury dummy0
+expect "delete again fails (dummy0 has noqueue now)" 1 "not mercury" mc delete dummy0
+
+expect "add with every option" 0 "" mc add dummy0 root handle 1: $ALL
+tcs -j qdisc show dev dummy0 > $W/tc.json
+jcheck "tc sees every option mercuryctl set" $W/tc.json "j[0]['options'] == $ALLJ"
+mc -j show dummy0 > $W/mc.json
+jcheck "mercuryctl -j show has the same options as tc -j" $W/mc.json \
+	"j[0]['options'] == $ALLJ and j[0]['dev'] == 'dummy0' and j[0]['handle'] == '1:' and j[0]['parent'] == 'root' and len(j[0]['xstats']) == 11"
+printed=$(mc show dummy0 | sed -n 2p)
+expect "printed options change back to the same state" 0 "" mc change dummy0 $printed
+tcs -j qdisc show dev dummy0 > $W/tc.json
+jcheck "state unchanged after the round trip" $W/tc.json "j[0]['options'] == $ALLJ"
+
+expect "change one option" 0 "" mc change dummy0 limit 42 memory_limit 512kb
+tcs -j qdisc show dev dummy0 > $W/tc.json
+jcheck "tc sees the change, the rest kept" $W/tc.json \
+	"j[0]['options'] == dict($ALLJ, limit=42, memory_limit=524288)"
+expect "change checks against the current state (levels above mask 0x1fff), exit 2" 2 \
+	"levels 10000 exceeds the largest tag mask 0x1fff" mc change dummy0 levels 10000
+tcs -j qdisc show dev dummy0 > $W/tc.json
+jcheck "rejected change left everything as it was" $W/tc.json \
+	"j[0]['options'] == dict($ALLJ, limit=42, memory_limit=524288)"
+expect "replace mercury by mercury" 0 "" mc replace dummy0 handle 1: levels 64 untagged first untagged_share 0
+tcs -j qdisc show dev dummy0 > $W/tc.json
+jcheck "tc sees the replace" $W/tc.json \
+	"j[0]['options'] == dict($ALLJ, limit=42, memory_limit=524288, levels=64, untagged='first', untagged_share=0)"
+expect "delete by handle" 0 "" mc delete dummy0 handle 1:
+ktap_check "tc sees it deleted" no_mercury dummy0
+tcs qdisc add dev dummy0 root handle 1: pfifo
+expect "delete refuses a qdisc that is not mercury" 1 "not mercury" mc delete dummy0
+expect "replace pfifo with mercury" 0 "" mc replace dummy0 handle 2: tag priority
+tcs -j qdisc show dev dummy0 > $W/tc.json
+jcheck "tc sees mercury 2: in place of pfifo" $W/tc.json \
+	"len(j) == 1 and j[0]['kind'] == 'mercury' and j[0]['handle'] == '2:' and j[0]['options']['tag'] == 'priority'"
+tcs qdisc del dev dummy0 root
+
+# ---- statistics under real traffic: tbf at 8 bit/s holds the queue -----
+# Packets beyond tbf's 3000 byte burst stay queued in mercury while we
+# read, so tc and mercuryctl see the same frozen state.
+tcs qdisc replace dev veth0 root handle 1: tbf rate 8bit burst 3000 limit 10000000
+expect "add as child of tbf (parent 1:1 handle 10:)" 0 "" \
+	mc add veth0 parent 1:1 handle 10: levels 16 limit 50 untagged last
+tcs qdisc show dev veth0 > $W/tc.txt
+expect "tc sees mercury 10: under tbf" 0 "qdisc mercury 10: parent 1:1 levels 16 " cat $W/tc.txt
+$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --size 1000 \
+	--burst lo:9:30 --burst hi:2:20 --burst un:0:10
+# read back to back; at 8 bit/s tbf's bucket refills one byte a second
+mc -p show veth0 > $W/prom.txt
+tcs -s class show dev veth0 > $W/class.txt
+tcs -s -j qdisc show dev veth0 > $W/tc.json
+mc -j show veth0 > $W/mc.json
+"$C" -n $NS_S stats --prometheus veth0 > $W/prom2.txt
+log "$(grep -E '^mercury_(level_|packets|drops|backlog)' $W/prom.txt | tr '\n' ' ')"
+ktap_check "stats --prometheus prints what -p show prints" cmp -s $W/prom.txt $W/prom2.txt
+
+python3 - "$W" > $W/check.txt 2>&1 <<'PY'
+import json, re, sys
+w = sys.argv[1]
+prom = open(w + "/prom.txt").read()
+tc = [q for q in json.load(open(w + "/tc.json")) if q["handle"] == "10:"][0]
+mc = json.load(open(w + "/mc.json"))[0]
+classes = {}
+for m in re.finditer(r"class mercury 10:(\w+) parent 10: *\n Sent (\d+) bytes (\d+) pkt \(dropped (\d+), "
+                     r"overlimits \d+ requeues \d+\) *\n backlog (\S+) (\d+)p[^\n]*\n  tag (\d+) flows (\d+)",
+                     open(w + "/class.txt").read()):
+    classes[m.group(7) if m.group(7) != "0" else "untagged"] = dict(
+        bytes=int(m.group(2)), packets=int(m.group(3)), drops=int(m.group(4)),
+        qlen=int(m.group(6)), flows=int(m.group(8)))
+
+# Exposition format: HELP and TYPE once per family, before its samples.
+fams, samples = {}, {}
+for line in prom.splitlines():
+    m = re.match(r"# (HELP|TYPE) (\w+) (.*)$", line)
+    if m:
+        fams.setdefault(m.group(2), {})[m.group(1)] = m.group(3)
+        assert m.group(2) not in samples or m.group(1) == "TYPE", "HELP after samples: " + line
+        continue
+    m = re.match(r'(\w+)\{((?:\w+="[^"]*",?)+)\} (\d+)$', line)
+    assert m, "bad line: " + line
+    name = m.group(1)
+    assert name in fams and fams[name].keys() == {"HELP", "TYPE"}, "no HELP/TYPE before " + name
+    assert fams[name]["TYPE"] in ("counter", "gauge")
+    assert name.endswith("_total") == (fams[name]["TYPE"] == "counter"), name
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+    assert labels["dev"] == "veth0" and labels["handle"] == "10:", line
+    samples[(name, labels.get("tag"), labels.get("reason"))] = int(m.group(3))
+print("ok: exposition format")
+
+def p(name, tag=None, reason=None):
+    return samples[(name, tag, reason)]
+x = tc["xstats"] if "xstats" in tc else tc
+checks = [
+    ("packets", p("mercury_packets_total"), tc["packets"]),
+    ("bytes", p("mercury_bytes_total"), tc["bytes"]),
+    ("backlog bytes", p("mercury_backlog_bytes"), tc["backlog"]),
+    ("backlog packets", p("mercury_backlog_packets"), tc["qlen"]),
+    ("drops limit", p("mercury_drops_total", reason="limit"), x["drops_limit"]),
+    ("drops memory", p("mercury_drops_total", reason="memory"), x["drops_memory"]),
+    ("memory usage", p("mercury_memory_usage_bytes"), x["memory_usage"]),
+    ("levels active", p("mercury_levels_active"), x["levels_active"]),
+    ("most urgent", p("mercury_most_urgent_tag"), x["most_urgent"]),
+    ("untagged packets", p("mercury_untagged_packets_total"), x["untagged_packets"]),
+    ("inversions", p("mercury_inversions_avoided_total"), x["inversions_avoided"]),
+]
+bad = [c for c in checks if c[1] != c[2]]
+print(("ok" if not bad else "FAIL") + ": qdisc metrics equal tc -s -j " + repr(checks))
+tags = {k[1] for k in samples if k[0] == "mercury_level_packets_total"}
+lv = []
+for t in sorted(tags):
+    c = classes.get(t)
+    lv.append((t, c, {k: p("mercury_level_" + n, tag=t) for k, n in
+                      (("packets", "packets_total"), ("bytes", "bytes_total"), ("drops", "drops_total"),
+                       ("qlen", "backlog_packets"), ("flows", "flows"))}))
+lbad = [l for l in lv if l[1] != l[2]]
+ok_levels = tags == set(classes) == {"2", "9", "untagged"} and not lbad
+print(("ok" if ok_levels else "FAIL") + ": level metrics equal tc -s class show " + repr(lv) + " " + repr(classes))
+# tbf peeks: the packet it holds is counted once more in the qdisc's
+# qlen/backlog (qdisc_peek_dequeued) and already as sent by its level.
+lq = {t: p("mercury_level_backlog_packets", tag=t) for t in tags}
+lb = sum(p("mercury_level_backlog_bytes", tag=t) for t in tags)
+held = tc["qlen"] - sum(lq.values())
+total = {t: p("mercury_level_packets_total", tag=t) + lq[t] + p("mercury_level_drops_total", tag=t) for t in tags}
+sums = (held in (0, 1) and (held == 0) == (lb == tc["backlog"]) and tc["qlen"] > 0 and
+        sum(p("mercury_level_packets_total", tag=t) for t in tags) == tc["packets"] and
+        sum(p("mercury_level_drops_total", tag=t) for t in tags) == tc["drops"] > 0 and
+        total["2"] == 20 and total["9"] == 30 and total["untagged"] >= 10)
+print(("ok" if sums else "FAIL") + ": levels add up to the qdisc, packets queued and dropped: qlen %d (held by tbf %d) drops %d sent %d per level %r"
+      % (tc["qlen"], held, tc["drops"], tc["packets"], total))
+js = (mc["stats"]["packets"] == tc["packets"] and mc["stats"]["backlog"] == tc["backlog"] and
+      mc["stats"]["drops"] == tc["drops"] and mc["xstats"]["drops_limit"] == x["drops_limit"] and
+      [str(l["tag"] or "untagged") for l in mc["levels"]] == ["2", "9", "untagged"] and
+      all(l["qlen"] == p("mercury_level_backlog_packets", tag=str(l["tag"] or "untagged")) and
+          l["backlog"] == p("mercury_level_backlog_bytes", tag=str(l["tag"] or "untagged")) and
+          l["class"] == "10:" + ("%x" % l["tag"] if l["tag"] else "ffff") for l in mc["levels"]))
+print(("ok" if js else "FAIL") + ": mercuryctl -j stats and levels equal tc and Prometheus")
+PY
+sed 's/^/# /' $W/check.txt
+for what in "exposition format" "qdisc metrics equal tc -s -j" "level metrics equal tc -s class show" \
+	"levels add up to the qdisc, packets queued and dropped" "mercuryctl -j stats and levels equal tc and Prometheus"; do
+	if grep -q "^ok: $what" $W/check.txt; then ktap_ok "prometheus: $what"; else ktap_fail "prometheus: $what"; fi
+done
+mc stats veth0 > $W/stats.txt
+expect "text stats list each level with its class" 0 "level 2 \(class 10:2\): sent [0-9]+ bytes [0-9]+ pkt dropped [0-9]+ backlog [0-9]+b [0-9]+p" cat $W/stats.txt
+expect "delete the child of tbf" 0 "" mc delete veth0 parent 1:1 handle 10:
+ktap_check "tc sees the child deleted" no_mercury veth0
+teardown_qdisc
+ktap_finish
