@@ -30,7 +30,7 @@ assert o[\"quantum\"] >= 3028, o'"
 tcs qdisc del dev dummy0 root
 
 # every option at once, and the printed form parses back to the same state
-all="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 4Mb quantum 9000"
+all="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 33554500 quantum 9000"
 ktap_check "add with every option" tcs qdisc add dev dummy0 root handle 1: mercury $all
 printed=$(show | sed -n 's/.*mercury 1: root refcnt [0-9]* //p')
 log "printed: $printed"

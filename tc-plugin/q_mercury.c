@@ -172,6 +172,26 @@ static __u8 mercury_rta_u8(struct rtattr *tb[], int type)
 	return 0;
 }
 
+/*
+ * tc's print_size() rounds (33554500 bytes prints as "32Mb"), so a printed
+ * line would not configure the same qdisc again. Print the largest unit
+ * that is exact, in the units tc's get_size() reads back; JSON gets bytes.
+ */
+static void mercury_print_exact_size(const char *key, __u32 v)
+{
+	char buf[32], fmt[32];
+
+	if (v && v % (1024 * 1024) == 0)
+		snprintf(buf, sizeof(buf), "%uMb", v / (1024 * 1024));
+	else if (v && v % 1024 == 0)
+		snprintf(buf, sizeof(buf), "%uKb", v / 1024);
+	else
+		snprintf(buf, sizeof(buf), "%ub", v);
+	snprintf(fmt, sizeof(fmt), "%s %%s ", key);
+	print_string(PRINT_FP, NULL, fmt, buf);
+	print_uint(PRINT_JSON, key, NULL, v);
+}
+
 static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 			     struct rtattr *opt)
 {
@@ -221,11 +241,11 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 		print_uint(PRINT_ANY, "limit", "limit %u ",
 			   mercury_rta_u32(tb, TCA_MERCURY_LIMIT));
 	if (tb[TCA_MERCURY_MEMORY_LIMIT])
-		print_size(PRINT_ANY, "memory_limit", "memory_limit %s ",
-			   mercury_rta_u32(tb, TCA_MERCURY_MEMORY_LIMIT));
+		mercury_print_exact_size("memory_limit",
+					 mercury_rta_u32(tb, TCA_MERCURY_MEMORY_LIMIT));
 	if (tb[TCA_MERCURY_QUANTUM])
-		print_size(PRINT_ANY, "quantum", "quantum %s ",
-			   mercury_rta_u32(tb, TCA_MERCURY_QUANTUM));
+		mercury_print_exact_size("quantum",
+					 mercury_rta_u32(tb, TCA_MERCURY_QUANTUM));
 	return 0;
 }
 
