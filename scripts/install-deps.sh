@@ -15,6 +15,8 @@ PKGS=(
 	iproute2
 	# boot the guest
 	qemu-system-x86 busybox-static
+	# packages: make deb, make dkms-install, selftests/host_install.sh
+	dkms debhelper dh-dkms fakeroot
 	# tests, benchmarks, plots
 	python3 gnuplot-nox
 	# the qdisc cost benchmark: red-black tree, kernel profiles
