@@ -66,7 +66,8 @@ clean:
 #   make uninstall
 #   make dkms-install      register the module with DKMS, build it for every
 #                          installed kernel with headers
-#   make deb               out/deb/mercury-dkms_*.deb, mercury-tools_*.deb
+#   make deb               out/deb/: mercury-dkms, mercury-tools and
+#                          mercury-modules-$(KVER) (the module prebuilt)
 MERCURY_VERSION := 0.1.0
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -86,7 +87,8 @@ DEPMOD ?= /sbin/depmod
 # directory, not $(PREFIX) (a plugin in /usr/local would never be found).
 TC_LIB_DIR_INSTALL ?= $(or $(shell strings /usr/sbin/tc 2>/dev/null | grep -m1 -E '^/usr/lib[^ ]*/tc/?$$' | sed 's|/$$||'),/usr/lib/$(shell gcc -print-multiarch)/tc)
 INSTALL_VARS = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" \
-	LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" MANDIR="$(MANDIR)"
+	SBINDIR="$(SBINDIR)" LIBDIR="$(LIBDIR)" INCLUDEDIR="$(INCLUDEDIR)" \
+	MANDIR="$(MANDIR)"
 # Man pages next to the code they document (installed when present).
 MAN_PAGES = $(wildcard tc-plugin/*.[1-8] userspace/*/*.[1-8] userspace/*/man/*.[1-8] Documentation/man/*.[1-8])
 DKMS_SRC = /usr/src/mercury-$(MERCURY_VERSION)
@@ -167,8 +169,9 @@ dkms-uninstall:
 	-dkms remove -m mercury -v $(MERCURY_VERSION) --all
 	rm -rf $(DKMS_SRC)
 
+# From git HEAD; MERCURY_DEB_SRC=worktree packages the working tree.
 deb:
-	packaging/build-deb.sh $(MERCURY_VERSION)
+	KVER="$(KVER)" MERCURY_DEB_SRC="$(MERCURY_DEB_SRC)" packaging/build-deb.sh $(MERCURY_VERSION)
 
 # ---------------------------------------------------------------------------
 # Qdisc cost benchmark (Documentation/performance.md): the userspace core

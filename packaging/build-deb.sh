@@ -46,6 +46,32 @@ worktree)
 esac
 cp -r "$src/packaging/debian" "$src/debian"
 
+# A third package when the headers of KVER (default: the newest installed,
+# as for "make module") are here: the module prebuilt for exactly that
+# kernel, for nodes that run it and should not need a compiler.
+kver=${KVER:-$(ls -d /lib/modules/*/build 2>/dev/null | sed 's|/lib/modules/||;s|/build||' | sort -V | tail -n 1)}
+if [ -n "$kver" ] && [ -d "/lib/modules/$kver/build" ]; then
+	mod=mercury-modules-$kver
+	cat >> "$src/debian/control" <<EOF
+
+Package: $mod
+Architecture: linux-any
+Depends: \${misc:Depends}, kmod, linux-image-$kver
+Provides: mercury-modules
+Description: Mercury gradient-priority qdisc (module prebuilt for $kver)
+ Mercury is a Linux packet scheduler (qdisc) that sends the most urgent
+ DNN gradient packets first.
+ .
+ This package holds sch_mercury built for exactly the kernel $kver, for
+ nodes that run that kernel and have no compiler. Everywhere else,
+ install mercury-dkms.
+EOF
+	# dh_installmodules adds the depmod to postinst and postrm.
+	export MERCURY_MODULE_KVER=$kver
+else
+	echo "build-deb: no kernel headers, no prebuilt module package"
+fi
+
 # The tc plugin's headers: the source of the installed iproute2.
 IPROUTE2_SRC=$(scripts/fetch-iproute2.sh) || die "cannot fetch the iproute2 source"
 export IPROUTE2_SRC
