@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 """Turn bench/training.sh's raw TSV into the table (text) and JSON.
 
-Speedups are ratios of iteration times (other / this); "sim" is
+Each case's iteration time is the median over its runs (min, max and
+every run are kept); speedups are ratios of those (other / this); "sim" is
 mercury-sim's prediction for the same scaled case, "agree" the measured
 time over the predicted one (the target is within 15 %).
 """
@@ -33,37 +34,51 @@ def main():
         head = f.readline().rstrip("\n").split("\t")
         for line in f:
             r = dict(zip(head, line.rstrip("\n").split("\t")))
-            if r["model"] not in rows:
-                rows[r["model"]] = {}
-                order.append(r["model"])
-            rows[r["model"]][r["scheme"]] = r
+            key = (r.get("config", ""), r["model"])
+            if key not in rows:
+                rows[key] = {}
+                order.append(key)
+            rows[key][r["scheme"]] = r
+    configs = any(k[0] for k in order)
     out = {"meta": a.meta, "models": []}
     lines = []
-    hdr = ("%-13s %-9s %10s %8s %8s %8s %10s %7s  %s" %
-           ("model", "scheme", "iter ms", "vs fifo", "vs bytes", "vs prio",
-            "sim ms", "meas/sim", "sums"))
     lines.append("Emulated PS training (" + a.meta + ")")
-    lines.append(hdr)
+    cfgw = max([len(k[0]) for k in order] + [6]) if configs else 0
+    lines.append(("%-*s " % (cfgw, "config") if configs else "") +
+                 "%-13s %-9s %10s %7s %8s %8s %8s %10s %7s %4s  %s" %
+                 ("model", "scheme", "iter ms", "spread", "vs fifo", "vs bytes", "vs prio",
+                  "sim ms", "meas/sim", "cpu%", "sums"))
     met = {"fifo": 0, "bytesched": 0, "ideal": 0, "agree": 0, "n": 0, "runs": 0}
-    for m in order:
-        sc = rows[m]
+    for key in order:
+        cfg, m = key
+        sc = rows[key]
         ms = {k: num(v["measured_ms"]) for k, v in sc.items()}
         sim = {k: num(v["sim_ms"]) for k, v in sc.items()}
-        model = {"model": m, "bytes_scale": num(next(iter(sc.values()))["bytes_scale"]),
-                 "time_scale": num(next(iter(sc.values()))["time_scale"]),
-                 "compute_ms": num(next(iter(sc.values()))["compute_ms"]),
-                 "gradient_bytes": int(float(next(iter(sc.values()))["gradient_bytes"])),
+        first = next(iter(sc.values()))
+        model = {"model": m, "bytes_scale": num(first["bytes_scale"]),
+                 "time_scale": num(first["time_scale"]),
+                 "compute_ms": num(first["compute_ms"]),
+                 "gradient_bytes": int(float(first["gradient_bytes"])),
                  "ideal_sim_ms": sim.get("ideal"), "schemes": []}
+        if configs:
+            model["config"] = cfg
         for s in ("fifo", "prio", "bytesched", "mercury"):
             if s not in sc:
                 continue
             v = ms.get(s)
+            lo, hi = num(sc[s].get("min_ms", "-")), num(sc[s].get("max_ms", "-"))
+            runs = [num(x) for x in sc[s].get("runs_ms", "-").split(",")]
+            cpu = [num(x) for x in sc[s].get("cpu_pct", "-").split(",")]
+            spread = round((hi - lo) / v, 3) if v and lo is not None and hi is not None else None
 
             def ratio(base):
                 b = ms.get(base)
                 return round(b / v, 3) if b and v else None
             agree = round(v / sim[s], 3) if v and sim.get(s) else None
-            e = {"scheme": s, "iteration_ms": v, "speedup_vs_fifo": ratio("fifo"),
+            e = {"scheme": s, "iteration_ms": v, "min_ms": lo, "max_ms": hi,
+                 "runs_ms": [x for x in runs if x is not None], "spread": spread,
+                 "cpu_pct": [x for x in cpu if x is not None],
+                 "speedup_vs_fifo": ratio("fifo"),
                  "speedup_vs_bytesched": ratio("bytesched"), "speedup_vs_prio": ratio("prio"),
                  "sim_ms": sim.get(s), "measured_over_sim": agree,
                  "verified": sc[s]["verified"] == "1"}
@@ -72,9 +87,13 @@ def main():
             if agree is not None and abs(agree - 1) <= AGREE:
                 met["agree"] += 1
             f = lambda x, w=8: ("%*.3f" % (w, x)) if x is not None else "%*s" % (w, "-")
-            lines.append("%-13s %-9s %10s %8s %8s %8s %10s %7s   %s" % (
-                m, s, f(v, 10), f(e["speedup_vs_fifo"]), f(e["speedup_vs_bytesched"]),
+            cpus = [x for x in cpu if x is not None]
+            lines.append(("%-*s " % (cfgw, cfg) if configs else "") +
+                         "%-13s %-9s %10s %7s %8s %8s %8s %10s %7s %4s   %s" % (
+                m, s, f(v, 10), ("%6.1f%%" % (100 * spread)) if spread is not None else "      -",
+                f(e["speedup_vs_fifo"]), f(e["speedup_vs_bytesched"]),
                 f(e["speedup_vs_prio"]), f(sim.get(s), 10), f(agree, 7),
+                ("%d" % round(sum(cpus) / len(cpus))) if cpus else "-",
                 "exact" if e["verified"] else "FAILED"))
         mer = next((e for e in model["schemes"] if e["scheme"] == "mercury"), None)
         if mer:
@@ -87,6 +106,8 @@ def main():
                 met["ideal"] += model["sim_mercury_over_ideal"] <= TARGET_IDEAL
         out["models"].append(model)
     lines.append("")
+    lines.append("spread = (max - min) / median over the runs of a case; cpu% = guest CPU busy "
+                 "(both vCPUs) during a run")
     lines.append("Mercury, measured: >= %.2fx fifo on %d/%d models, >= %.2fx bytesched on %d/%d; "
                  "simulated within %d%% of ideal on %d/%d; measured within %d%% of the simulator "
                  "in %d/%d runs" % (TARGET_FIFO, met["fifo"], met["n"], TARGET_BS, met["bytesched"],

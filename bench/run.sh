@@ -12,13 +12,15 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 mode=short
 out=$top/out/bench
+calib=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--short) mode=short ;;
 	--full) mode=full ;;
 	-o) out=$2; shift ;;
+	--calibrate) calib=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;
 	-h|--help) sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) echo "bench: unknown argument $1 (--short, --full, -o DIR)" >&2; exit 2 ;;
+	*) echo "bench: unknown argument $1 (--short, --full, --calibrate FILE, -o DIR)" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -51,8 +53,18 @@ else
 	ITER=8
 	EOT
 fi
-[ -n "${BENCH_MODELS:-}" ] && echo "MODELS=\"$BENCH_MODELS\"" >> "$out/bench.env"
-rm -f "$out/bench.txt" "$out/bench.json" "$out/bench-raw.tsv" "$out/training.log"
+# Overrides from the environment: BENCH_MODELS="resnet50 vgg16",
+# BENCH_SCHEMES=fifo, BENCH_REPEAT=3, BENCH_MTU=9000, ... (every setting
+# of bench/training.sh, prefixed with BENCH_).
+for v in MODELS SCHEMES W S RATE MTU BURST SSAI REPEAT TARGET_BYTES ITER CHANNELS INFLIGHT DELAY TSQ DIAG; do
+	eval "val=\${BENCH_$v:-}"
+	[ -n "$val" ] && printf '%s="%s"\n' "$v" "$val" >> "$out/bench.env"
+done
+rm -f "$out/bench.txt" "$out/bench.json" "$out/bench-raw.tsv" "$out/training.log" \
+	"$out/calib.list" "$out/calib.txt" "$out/calib.json" "$out/calib-raw.tsv"
+if [ -n "$calib" ]; then
+	cp "$calib" "$out/calib.list" || exit 1
+fi
 
 echo "bench: $mode mode, booting the VM (results in $out)"
 "$top/scripts/vm-run.sh" -o "$out" "$top/bench/training.sh" > "$out/vm-run.out" 2>&1 &
@@ -74,6 +86,12 @@ wait $vm
 rc=$?
 [ -t 1 ] && echo
 grep -E '^(ok|not ok)' "$out/vm-run.out"
+if [ -n "$calib" ]; then
+	[ -s "$out/calib.txt" ] || { echo "bench: no calibration results (see $out/training.log)" >&2; exit 1; }
+	cat "$out/calib.txt"
+	echo "bench: calibration done in $(($(date +%s) - start))s"
+	exit $rc
+fi
 if [ ! -s "$out/bench.json" ]; then
 	echo "bench: no results (see $out/training.log and $out/vm-run.out)" >&2
 	exit 1

@@ -34,8 +34,15 @@ W=${W:-2}
 S=${S:-$W}
 RATE=${RATE:-40mbit}		# tbf rate of every host uplink
 DELAY=${DELAY:-}		# optional netem delay on every uplink, e.g. 1ms
-BURST=${BURST:-15000}		# tbf bucket: a few packets, so the guest's timer
-				# granularity does not throttle the link
+MTU=${MTU:-1500}		# IP MTU of every veth (the simulator gets the same)
+BURST=${BURST:-}		# tbf bucket; empty: max(15000, 2 frames) so the
+				# guest's timer granularity does not throttle the link
+SSAI=${SSAI:-}			# net.ipv4.tcp_slow_start_after_idle in every host
+				# (empty: the kernel's default, 1)
+REPEAT=${REPEAT:-1}		# runs of every case; the table shows the median
+TSQ=${TSQ:-}			# net.ipv4.tcp_limit_output_bytes in every host
+				# (empty: the kernel's default)
+DIAG=${DIAG:-}			# seconds into a run to log ss -tin and tc -s
 TARGET_BYTES=${TARGET_BYTES:-2000000}	# scaled gradient bytes per iteration
 ITER=${ITER:-5}
 CHANNELS=${CHANNELS:-8}
@@ -79,8 +86,15 @@ setup_topology() {
 		$IP netns add "$ns" || return 1
 		$IP netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
 		$IP netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
-		$IP -n "$ns" link add eth0 type veth peer name p$n netns mb-sw || return 1
+		$IP -n "$ns" link add eth0 mtu "$MTU" type veth peer name p$n netns mb-sw || return 1
+		$IP -n mb-sw link set p$n mtu "$MTU" || return 1
 		$IP -n "$ns" addr add "$ip/24" dev eth0
+		if [ -n "$TSQ" ]; then
+			$IP netns exec "$ns" sysctl -qw net.ipv4.tcp_limit_output_bytes="$TSQ" || return 1
+		fi
+		if [ -n "$SSAI" ]; then
+			$IP netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle="$SSAI" || return 1
+		fi
 		$IP -n "$ns" link set lo up
 		$IP -n "$ns" link set eth0 up
 		$IP -n mb-sw link set p$n master br0
@@ -100,7 +114,8 @@ setup_topology() {
 
 # set_qdiscs SCHEME NTENSORS
 set_qdiscs() {
-	local q ns ip parent=1:1
+	local q ns ip parent=1:1 burst=$BURST
+	[ -n "$burst" ] || burst=$(( 2 * (MTU + 14) > 15000 ? 2 * (MTU + 14) : 15000 ))
 	case $1 in
 	fifo|bytesched) q=(pfifo_fast) ;;
 	prio) q=(prio bands 16 priomap 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15) ;;
@@ -109,7 +124,7 @@ set_qdiscs() {
 	while read -r ns ip; do
 		$IP netns exec "$ns" $TC qdisc del dev eth0 root 2>/dev/null
 		$IP netns exec "$ns" $TC qdisc add dev eth0 root handle 1: tbf rate "$RATE" \
-			burst $BURST limit 10000000 || return 1
+			burst "$burst" limit 10000000 || return 1
 		if [ -n "$DELAY" ]; then
 			$IP netns exec "$ns" $TC qdisc add dev eth0 parent 1:1 handle 2: \
 				netem delay "$DELAY" limit 100000 || return 1
@@ -120,15 +135,21 @@ set_qdiscs() {
 	done <<< "$(hosts)"
 }
 
-# run_case MODEL SCHEME PROFILE SCALE X PART CREDIT -> "mean_ms verified"
+cpu_busy() {	# "busy total" jiffies of all CPUs
+	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+}
+
+# run_case MODEL SCHEME PROFILE SCALE X PART CREDIT -> "mean_ms verified cpu%"
 run_case() {
 	local model=$1 scheme=$2 prof=$3 f=$4 x=$5 part=$6 credit=$7
-	local list="" i pids=() rc=0 args
+	local list="" i pids=() rc=0 args b0 t0 b1 t1
 	for ((i = 0; i < S; i++)); do list="$list${list:+,}10.77.0.$((101 + i)):$PORT"; done
 	args=(--profile "$prof" --servers "$list" --workers "$W" --scheme "$scheme"
 	      --iterations "$ITER" --time-scale "$x" --bytes-scale "$f"
 	      --partition "$part" --credit "$credit" --channels "$CHANNELS"
 	      --inflight "$INFLIGHT" --timeout 20)
+	rm -f $TMPD/w*.json $TMPD/w*.err $TMPD/s*.out $TMPD/s*.err
+	read -r b0 t0 <<< "$(cpu_busy)"
 	for ((i = 0; i < S; i++)); do
 		$IP netns exec mb-s$i $PS server --server-id $i "${args[@]}" \
 			> $TMPD/s$i.out 2> $TMPD/s$i.err &
@@ -139,10 +160,17 @@ run_case() {
 			> $TMPD/w$i.json 2> $TMPD/w$i.err &
 		pids+=($!)
 	done
+	if [ -n "$DIAG" ]; then
+		sleep "$DIAG"
+		{ for ns in mb-w0 mb-s0; do
+			echo "$ns:"; $IP netns exec $ns ss -tin; $IP netns exec $ns $TC -s qdisc show dev eth0
+		  done; } 2>&1 | sed 's/^/# diag /' >&2
+	fi
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
+	read -r b1 t1 <<< "$(cpu_busy)"
 	if [ $rc != 0 ]; then
 		cat $TMPD/*.err | sed 's/^/# /' >&2
-		echo "- 0"
+		echo "- 0 -"
 		return
 	fi
 	# steady iterations: every worker's per-iteration times after the
@@ -150,72 +178,120 @@ run_case() {
 	cat $TMPD/w*.json | sed -n 's/.*"iteration_ms":\[\([^]]*\)\].*/\1/p' |
 		awk -F, '{ for (i = (NF > 2 ? 2 : 1); i <= NF; i++) { s += $i; n++ } }
 			END { printf "%.3f ", s / n }'
-	if grep -q '"verified":true' $TMPD/w*.json &&
-	   [ "$(grep -c '"verified":true' $TMPD/w*.json | awk -F: '{ s += $NF } END { print s }')" = "$W" ]; then
-		echo 1
+	if [ "$(grep -c '"verified":true' $TMPD/w*.json | awk -F: '{ s += $NF } END { print s }')" = "$W" ]; then
+		printf "1 "
 	else
-		echo 0
+		printf "0 "
 	fi
+	# CPU busy share of the whole guest (both vCPUs) over the run
+	awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.0f\n", t ? 100 * b / t : 0 }'
+}
+
+# bench_all LABEL: every model and scheme with the current settings,
+# one raw row per case (the median of REPEAT runs, with min, max, all).
+bench_all() {
+	local label=$1 model orig gbytes f prof b1 x part credit ntens simj compute sbytes
+	local idealms ok scheme simms r res ms ver cpu all vers cpus med mn mx
+	cleanup
+	setup_topology || { ktap_fail "$label: topology"; return 1; }
+	log "$label: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, mtu $MTU, burst ${BURST:-auto}, slow_start_after_idle ${SSAI:-default}, tcp_limit_output_bytes ${TSQ:-default}, $ITER iterations x $REPEAT runs, ~$TARGET_BYTES gradient bytes per iteration, channels $CHANNELS, inflight $INFLIGHT"
+	for model in $MODELS; do
+		orig=$PROFILES/$model.json
+		if [ ! -r "$orig" ]; then
+			ktap_fail "$label$model: no profile $orig"
+			continue
+		fi
+		gbytes=$($SIM --profile "$orig" --scheme fifo -j | tr -d ' \n' | sed -n 's/.*"gradient_bytes":\([0-9]*\).*/\1/p')
+		f=$(awk -v t=$TARGET_BYTES -v g=$gbytes 'BEGIN { printf "%.6g", t / g }')
+		prof=$TMPD/$model-scaled.json
+		$PS profile --profile "$orig" --bytes-scale "$f" --out "$prof" || { ktap_fail "$label$model: scaling"; continue; }
+		# balanced point at time scale 1 for the scaled bytes; the time
+		# scale that puts it at RATE keeps compute:communication as on
+		# the cluster
+		b1=$($SIM --profile "$prof" --workers $W --servers $S --bandwidth balanced --scheme fifo -j |
+			tr -d ' \n' | sed -n 's/.*"bandwidth_bps":\([0-9.e+]*\).*/\1/p')
+		x=$(awk -v b=$b1 -v r=$RATE_BPS 'BEGIN { printf "%.6g", b / r }')
+		part=$(awk -v f=$f 'BEGIN { printf "%d", 4000000 * f + 0.5 }')
+		credit=$(awk -v f=$f 'BEGIN { printf "%d", 16000000 * f + 0.5 }')
+		ntens=$(grep -o '"param"' "$prof" | wc -l)
+		simj=$($SIM --profile "$prof" --workers $W --servers $S --bandwidth $RATE_BPS \
+			--latency $LATENCY --time-scale $x --iterations $ITER --partition $part \
+			--credit $credit --msg-overhead 0 --mtu $MTU --scheme all -j | tr -d ' \n')
+		echo "$simj" > $TMPD/$model-sim.json
+		compute=$(echo "$simj" | sed -n 's/.*"compute_ms":\([0-9.e+]*\).*/\1/p')
+		sbytes=$(echo "$simj" | sed -n 's/.*"gradient_bytes":\([0-9]*\).*/\1/p')
+		log "$model: bytes x$f ($sbytes B), time x$x (compute $compute ms), partition $part, credit $credit, $ntens tensors"
+		idealms=$(echo "$simj" | tr '{' '\n' | grep '"scheme":"ideal"' |
+			sed -n 's/.*"iteration_ms":\([0-9.e+]*\).*/\1/p')
+		printf "%s\t%s\tideal\t-\t-\t-\t-\t%s\t-\t-\t%s\t%s\t%s\t%s\n" "$label" $model $idealms \
+			$f $x $compute $sbytes >> $RAW
+		ok=1
+		for scheme in $SCHEMES; do
+			done_runs=$((done_runs + 1))
+			echo "# progress $done_runs/$total ${label:+$label }$model $scheme"
+			simms=$(echo "$simj" | tr '{' '\n' | grep "\"scheme\":\"$scheme\"" |
+				sed -n 's/.*"iteration_ms":\([0-9.e+]*\).*/\1/p')
+			if ! set_qdiscs $scheme $ntens; then
+				ok=0
+				log "$model $scheme: qdisc setup failed"
+				continue
+			fi
+			all="" vers=1 cpus=""
+			for ((r = 0; r < REPEAT; r++)); do
+				res=$(run_case $model $scheme "$orig" $f $x $part $credit)
+				read -r ms ver cpu <<< "$res"
+				[ "$ver" = 1 ] || vers=0
+				all="$all${all:+,}$ms"
+				cpus="$cpus${cpus:+,}$cpu"
+			done
+			[ $vers = 1 ] || ok=0
+			read -r med mn mx <<< "$(echo "$all" | tr ',' '\n' | grep -v '^-$' | sort -g |
+				awk '{ v[NR] = $1 } END { if (!NR) { print "- - -"; exit }
+					m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+					printf "%.3f %.3f %.3f\n", m, v[1], v[NR] }')"
+			log "$model $scheme: measured $med ms (runs $all; cpu% $cpus), simulated $simms ms, sums $([ $vers = 1 ] && echo verified || echo FAILED)"
+			printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$label" $model $scheme \
+				$med $mn $mx "$all" $simms $vers "$cpus" $f $x $compute $sbytes >> $RAW
+		done
+		ktap_check "$label$model: all schemes ran with exact sums" [ $ok = 1 ]
+	done
 }
 
 mercury_load
 trap cleanup EXIT
-cleanup
-setup_topology || { echo "not ok 1 topology"; exit 1; }
-log "mode $MODE: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, $ITER iterations, ~$TARGET_BYTES gradient bytes per iteration"
-printf "model\tscheme\tmeasured_ms\tsim_ms\tverified\tbytes_scale\ttime_scale\tcompute_ms\tgradient_bytes\n" > $RAW
-
-total=$(( $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
+header="config\tmodel\tscheme\tmeasured_ms\tmin_ms\tmax_ms\truns_ms\tsim_ms\tverified\tcpu_pct\tbytes_scale\ttime_scale\tcompute_ms\tgradient_bytes"
 done_runs=0
-for model in $MODELS; do
-	orig=$PROFILES/$model.json
-	if [ ! -r "$orig" ]; then
-		ktap_fail "$model: no profile $orig"
-		continue
-	fi
-	gbytes=$($SIM --profile "$orig" --scheme fifo -j | tr -d ' \n' | sed -n 's/.*"gradient_bytes":\([0-9]*\).*/\1/p')
-	f=$(awk -v t=$TARGET_BYTES -v g=$gbytes 'BEGIN { printf "%.6g", t / g }')
-	prof=$TMPD/$model-scaled.json
-	$PS profile --profile "$orig" --bytes-scale "$f" --out "$prof" || { ktap_fail "$model: scaling"; continue; }
-	# balanced point at time scale 1 for the scaled bytes; the time scale
-	# that puts it at RATE keeps compute:communication as on the cluster
-	b1=$($SIM --profile "$prof" --workers $W --servers $S --bandwidth balanced --scheme fifo -j |
-		tr -d ' \n' | sed -n 's/.*"bandwidth_bps":\([0-9.e+]*\).*/\1/p')
-	x=$(awk -v b=$b1 -v r=$RATE_BPS 'BEGIN { printf "%.6g", b / r }')
-	part=$(awk -v f=$f 'BEGIN { printf "%d", 4000000 * f + 0.5 }')
-	credit=$(awk -v f=$f 'BEGIN { printf "%d", 16000000 * f + 0.5 }')
-	ntens=$(grep -o '"param"' "$prof" | wc -l)
-	simj=$($SIM --profile "$prof" --workers $W --servers $S --bandwidth $RATE_BPS \
-		--latency $LATENCY --time-scale $x --iterations $ITER --partition $part \
-		--credit $credit --msg-overhead 0 --scheme all -j | tr -d ' \n')
-	echo "$simj" > $TMPD/$model-sim.json
-	compute=$(echo "$simj" | sed -n 's/.*"compute_ms":\([0-9.e+]*\).*/\1/p')
-	sbytes=$(echo "$simj" | sed -n 's/.*"gradient_bytes":\([0-9]*\).*/\1/p')
-	log "$model: bytes x$f ($sbytes B), time x$x (compute $compute ms), partition $part, credit $credit, $ntens tensors"
-	idealms=$(echo "$simj" | tr '{' '\n' | grep '"scheme":"ideal"' |
-		sed -n 's/.*"iteration_ms":\([0-9.e+]*\).*/\1/p')
-	printf "%s\tideal\t-\t%s\t-\t%s\t%s\t%s\t%s\n" $model $idealms $f $x $compute $sbytes >> $RAW
-	ok=1
-	for scheme in $SCHEMES; do
-		done_runs=$((done_runs + 1))
-		echo "# progress $done_runs/$total $model $scheme"
-		simms=$(echo "$simj" | tr '{' '\n' | grep "\"scheme\":\"$scheme\"" |
-			sed -n 's/.*"iteration_ms":\([0-9.e+]*\).*/\1/p')
-		if ! set_qdiscs $scheme $ntens; then
-			ok=0
-			log "$model $scheme: qdisc setup failed"
-			continue
-		fi
-		res=$(run_case $model $scheme "$orig" $f $x $part $credit)
-		read -r ms ver <<< "$res"
-		[ "$ver" = 1 ] || ok=0
-		log "$model $scheme: measured $ms ms, simulated $simms ms, sums $([ "$ver" = 1 ] && echo verified || echo FAILED)"
-		printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" $model $scheme $ms $simms $ver $f $x $compute $sbytes >> $RAW
-	done
-	ktap_check "$model: all schemes ran with exact sums" [ $ok = 1 ]
-done
+if [ -r "$OUT/calib.list" ]; then
+	# Calibration: one line per setting, "LABEL VAR=VALUE ...", each
+	# run in a subshell over the defaults above.
+	RAW=$OUT/calib-raw.tsv
+	printf "$header\n" > $RAW
+	ncfg=$(grep -cv '^\s*\(#\|$\)' "$OUT/calib.list")
+	total=$(( ncfg * $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
+	while read -r label assigns; do
+		case $label in ''|'#'*) continue ;; esac
+		(
+			for a in $assigns; do export "${a%%=*}=${a#*=}"; done
+			RATE_BPS=$(rate_bps "$RATE")
+			bench_all "$label "
+			exit $_ktap_fail
+		)
+		_ktap_fail=$((_ktap_fail + $?))
+		n=$(( $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
+		done_runs=$((done_runs + n))
+		_ktap_n=$((_ktap_n + $(echo $MODELS | wc -w)))
+	done < "$OUT/calib.list"
+	python3 "$MERCURY_ROOT/bench/report.py" --raw $RAW --text $OUT/calib.txt --json $OUT/calib.json \
+		--meta "calibration: $MODE defaults, $(echo $MODELS), $(echo $SCHEMES)" &&
+		sed 's/^/# /' $OUT/calib.txt
+	ktap_finish
+fi
 
+RAW=$OUT/bench-raw.tsv
+printf "$header\n" > $RAW
+total=$(( $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
+bench_all "" || { ktap_finish; }
 python3 "$MERCURY_ROOT/bench/report.py" --raw $RAW --text $OUT/bench.txt --json $OUT/bench.json \
-	--meta "workers=$W servers=$S rate=$RATE delay=${DELAY:-none} iterations=$ITER mode=$MODE" &&
+	--meta "workers=$W servers=$S rate=$RATE mtu=$MTU delay=${DELAY:-none} iterations=$ITER runs=$REPEAT mode=$MODE" &&
 	sed 's/^/# /' $OUT/bench.txt
 ktap_finish
