@@ -190,11 +190,13 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 	untagged_waits = q->cfg.share && rank != urank &&
 			 !list_empty(&q->c.t.levels[urank].flows);
 	if (untagged_waits && q->share_credit >= 0) {
+		/* the untagged class is last: nothing queued is less urgent */
 		rank = urank;
 		q->stat_share_forced++;
-	}
-	if (mercury_last_rank(&q->c) != rank)
+	} else if (q->c.stat_levels > 1) {
+		/* @rank is the first level, so every other is less urgent */
 		q->stat_inversions_avoided++;
+	}
 
 	skb = mercury_pick(&q->c, rank);
 	len = qdisc_pkt_len(skb);

@@ -61,6 +61,9 @@ ktap_check "limit: drops counted as limit drops" \
 ktap_check "limit: per-level sent counters add up" \
 	test "$(class_stat packets 1)" = 20 -a "$(($(class_stat packets 10) + 20))" = "$got"
 ktap_check "limit: most urgent level seen is 1" test "$(qdisc_stat veth0 10: most_urgent)" = 1
+# every tag-1 packet left while tag-10 packets were still queued
+ktap_check "limit: inversions_avoided counts the urgent packets" \
+	test "$(qdisc_stat veth0 10: inversions_avoided)" -ge 20
 teardown_qdisc
 
 # --- memory limit ---------------------------------------------------------
