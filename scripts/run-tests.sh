@@ -6,13 +6,14 @@
 # result as KTAP and ends with "N passed, N failed, N skipped". A suite that
 # cannot run counts as failed, never as skipped.
 #
-#   scripts/run-tests.sh [SUITE...]   suites: build style unit vm (default all)
+#   scripts/run-tests.sh [SUITE...]   suites: build style unit install vm
+#                                     (default: all of them)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 logs=$top/out/tests
 mkdir -p "$logs"
-suites=${*:-build style unit vm}
+suites=${*:-build style unit install vm}
 
 pass=0
 fail=0
@@ -93,8 +94,20 @@ for s in $suites; do
 			d=$(dirname "$m")
 			run_suite "unit-$(basename "$d")" make -s -C "$d" test
 		done ;;
+	install)
+		run_suite host-install selftests/host_install.sh ;;
 	vm)
-		run_suite vm scripts/vm-run.sh -o "$top/out/vm-tests" selftests/mercury_*.sh ;;
+		# Every guest selftest in one boot; the package install test in a
+		# boot of its own (it overlays /usr and /etc and unloads the module).
+		run_suite vm scripts/vm-run.sh -t 3000 -o "$top/out/vm-tests" \
+			$(ls selftests/mercury_*.sh | grep -v mercury_install.sh)
+		if make -s deb > "$logs/deb.log" 2>&1; then
+			run_suite vm-install scripts/vm-run.sh -t 1500 -o "$top/out/vm-install" \
+				selftests/mercury_install.sh
+		else
+			result fail "vm-install: make deb failed (see $logs/deb.log)"
+			tail -n 20 "$logs/deb.log" | sed 's/^/#   /'
+		fi ;;
 	*) echo "run-tests: unknown suite $s" >&2; exit 2 ;;
 	esac
 done

@@ -9,6 +9,8 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/tmp MERCURY_ROOT=$root MERCURY_OUT=$out LC_ALL=C.UTF-8
 mount -t devpts devpts /dev/pts 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+# devtmpfs has no /dev/fd; bash's <(...) and dkms need it
+ln -sfn /proc/self/fd /dev/fd
 hostname mercury-vm
 ip link set lo up
 echo 1 > /proc/sys/kernel/panic_on_oops
