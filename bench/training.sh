@@ -46,7 +46,12 @@ DIAG=${DIAG:-}			# seconds into a run to log ss -tin and tc -s
 TARGET_BYTES=${TARGET_BYTES:-2000000}	# scaled gradient bytes per iteration
 ITER=${ITER:-5}
 CHANNELS=${CHANNELS:-8}
-INFLIGHT=${INFLIGHT:-16384}
+# Mercury: bytes one connection may hold in the kernel (SIOCOUTQ: queued
+# plus unacknowledged) before the next frame waits in the sender's heap.
+# An urgent frame that finds its connection busy waits behind at most this
+# much; below two frames the link idles whenever the sender wakes late, so
+# 4 frames: two on their way, two queued (29 ms at 10 Mbit/s, MTU 9000).
+INFLIGHT=${INFLIGHT:-}		# empty: 4 * (MTU + 14)
 LATENCY=${LATENCY:-100us}	# one-way latency given to the simulator
 PROFILES=${PROFILES:-$MERCURY_ROOT/../shared/profiles/h200}
 PS=$MERCURY_ROOT/userspace/ps/mercury-ps
@@ -147,7 +152,7 @@ run_case() {
 	args=(--profile "$prof" --servers "$list" --workers "$W" --scheme "$scheme"
 	      --iterations "$ITER" --time-scale "$x" --bytes-scale "$f"
 	      --partition "$part" --credit "$credit" --channels "$CHANNELS"
-	      --inflight "$INFLIGHT" --timeout 20)
+	      --inflight "${INFLIGHT:-$((4 * (MTU + 14)))}" --timeout 20)
 	rm -f $TMPD/w*.json $TMPD/w*.err $TMPD/s*.out $TMPD/s*.err
 	read -r b0 t0 <<< "$(cpu_busy)"
 	for ((i = 0; i < S; i++)); do
@@ -194,7 +199,7 @@ bench_all() {
 	local idealms ok scheme simms r res ms ver cpu all vers cpus med mn mx
 	cleanup
 	setup_topology || { ktap_fail "$label: topology"; return 1; }
-	log "$label: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, mtu $MTU, burst ${BURST:-auto}, slow_start_after_idle ${SSAI:-default}, tcp_limit_output_bytes ${TSQ:-default}, $ITER iterations x $REPEAT runs, ~$TARGET_BYTES gradient bytes per iteration, channels $CHANNELS, inflight $INFLIGHT"
+	log "$label: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, mtu $MTU, burst ${BURST:-auto}, slow_start_after_idle ${SSAI:-default}, tcp_limit_output_bytes ${TSQ:-default}, $ITER iterations x $REPEAT runs, ~$TARGET_BYTES gradient bytes per iteration, channels $CHANNELS, inflight ${INFLIGHT:-$((4 * (MTU + 14)))}"
 	for model in $MODELS; do
 		orig=$PROFILES/$model.json
 		if [ ! -r "$orig" ]; then
