@@ -15,12 +15,36 @@
  * in MERCURY_OUTQ_MANUAL mode the caller reports it (e.g. from
  * application-level acks).
  *
+ * Linux copies sk_mark and sk_priority into each skb when TCP transmits
+ * it (ip_queue_xmit, ip6_xmit), not when the program writes. Bytes still in
+ * the socket's send queue therefore take whatever tag the socket carries
+ * when they finally go out, so tagging a connection for a new chunk re-tags
+ * its unsent bytes: a less urgent chunk would demote urgent bytes queued
+ * there, a more urgent one would promote old bytes past others. Each
+ * connection therefore also tracks `sent`, the stream offset below which
+ * bytes have left the socket (written - SIOCOUTQNSD; where that ioctl is
+ * missing, and in manual mode, sent = drained, i.e. every byte not known to
+ * be consumed counts as unsent).
+ *
+ * A connection is eligible for a chunk of tag t when
+ *  (a) no queued byte on it is less urgent than t (the chunk would wait
+ *      behind it: the qdisc keeps a flow in order), and
+ *  (b) it holds no unsent byte of another tag (the chunk's setsockopt
+ *      would re-tag it).
  * Choice among eligible connections is best fit: the one whose least
  * urgent queued byte is the least urgent still <= the chunk's urgency, so
  * a big tensor's chunks stay on one connection and idle connections remain
  * free for a more urgent tensor arriving next. Ties: class == tag, then the
  * socket already carrying tag (no setsockopt), then fewer queued bytes,
  * then the lower index.
+ *
+ * With none eligible, the least loaded connection that satisfies (b) is
+ * the least bad (an inversion: the chunk waits behind less urgent bytes
+ * already sent). When even (b) holds nowhere, every choice would re-tag
+ * someone else's bytes: try_pick() says -EAGAIN and send() waits for a
+ * connection's unsent bytes to leave (kernel mode) or returns -EAGAIN
+ * before writing anything (manual mode). Only the old pick() still answers
+ * with an index there, for callers built against it.
  */
 #include <netdb.h>
 #include <poll.h>
@@ -29,6 +53,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/sockios.h>
 
@@ -46,9 +71,11 @@ struct chan {
 	size_t head, cnt, cap;		/* ring state, cap a power of two */
 	uint64_t written;		/* bytes handed to the kernel */
 	uint64_t drained;		/* bytes known to have left */
+	uint64_t sent;			/* bytes out of the send queue, tag fixed */
 	unsigned int cur_tag;		/* tag the socket carries, ~0: unknown */
 	unsigned int class;		/* preferred tag */
 	int fd;
+	bool no_nsd;			/* SIOCOUTQNSD unsupported on fd */
 };
 
 struct mercury_chanset {
@@ -231,10 +258,13 @@ MERCURY_API int mercury_chanset_fd(const struct mercury_chanset *cs, size_t i)
 	return cs->c[i].fd;
 }
 
-/* Drop segments that have fully left; refresh `drained` from the kernel. */
+/*
+ * Drop segments that have fully left; refresh `drained` and `sent` from
+ * the kernel.
+ */
 static int chan_refresh(struct chan *c, enum mercury_outq_mode mode)
 {
-	int outq;
+	int outq, nsd;
 
 	if (!c->cnt)
 		return 0;
@@ -245,6 +275,26 @@ static int chan_refresh(struct chan *c, enum mercury_outq_mode mode)
 		if ((uint64_t)outq > c->written)
 			outq = c->written;	/* bytes written behind our back */
 		c->drained = c->written - outq;
+		/*
+		 * TCP (since 2.6.38) tells the unsent part. Elsewhere (AF_UNIX,
+		 * UDP) take all of outq as unsent: that only ever forbids a
+		 * re-tag that would have been harmless.
+		 */
+		nsd = outq;
+		if (!c->no_nsd && ioctl(c->fd, SIOCOUTQNSD, &nsd) < 0) {
+			if (errno != ENOTTY && errno != EOPNOTSUPP &&
+			    errno != EINVAL)
+				return mercury_err(errno,
+						   "chanset: SIOCOUTQNSD on fd %d: %s",
+						   c->fd, strerror(errno));
+			c->no_nsd = true;
+			nsd = outq;
+		}
+		if (nsd < 0 || nsd > outq)
+			nsd = outq;
+		c->sent = c->written - nsd;
+	} else {
+		c->sent = c->drained;
 	}
 	while (c->cnt && c->segs[c->head].end <= c->drained) {
 		c->head = (c->head + 1) & (c->cap - 1);
@@ -270,6 +320,32 @@ static unsigned long long chan_worst(const struct chan *c)
 static uint64_t chan_queued(const struct chan *c)
 {
 	return c->cnt ? c->written - c->drained : 0;
+}
+
+/*
+ * Unsent bytes whose tag is not tag: a setsockopt for tag would re-tag
+ * them. *demote: some of them are more urgent than tag.
+ */
+static uint64_t chan_foreign_unsent(const struct chan *c, unsigned int tag,
+				    bool *demote)
+{
+	unsigned long long key = mercury_urgency_key(tag);
+	uint64_t start = c->drained, n = 0, from;
+	const struct seg *s;
+	size_t i;
+
+	*demote = false;
+	for (i = 0; i < c->cnt; i++) {
+		s = &c->segs[(c->head + i) & (c->cap - 1)];
+		from = start > c->sent ? start : c->sent;
+		if (s->end > from && s->tag != tag) {
+			n += s->end - from;
+			if (mercury_urgency_key(s->tag) < key)
+				*demote = true;
+		}
+		start = s->end;
+	}
+	return n;
 }
 
 static int chan_push(struct chan *c, unsigned int tag, uint64_t bytes)
@@ -318,39 +394,78 @@ static bool better(const struct chan *a, unsigned long long wa,
 	return chan_queued(a) < chan_queued(b);
 }
 
-static int pick(struct mercury_chanset *cs, unsigned int tag, bool *inversion)
+/*
+ * Connection for tag: an eligible one (best fit), else the least loaded
+ * one whose unsent bytes all carry tag (*inversion). -EAGAIN if every
+ * connection holds unsent bytes of another tag; *retag is then the least
+ * bad of those for pick()'s old contract: one that would only promote
+ * (its foreign unsent bytes are all less urgent), then the fewest such
+ * bytes, then the lower index.
+ */
+static int pick(struct mercury_chanset *cs, unsigned int tag, bool *inversion,
+		int *retag)
 {
 	unsigned long long key = mercury_urgency_key(tag), w, bw = 0;
-	int best = -1, least = 0;
+	int best = -1, least = -1, r = -1;
+	uint64_t f, rf = 0;
+	bool dem, rdem = false;
+	struct chan *c;
 	size_t i;
 	int err;
 
 	for (i = 0; i < cs->n; i++) {
-		err = chan_refresh(&cs->c[i], cs->outq);
+		c = &cs->c[i];
+		err = chan_refresh(c, cs->outq);
 		if (err)
 			return err;
-		if (chan_queued(&cs->c[i]) < chan_queued(&cs->c[least]))
+		f = chan_foreign_unsent(c, tag, &dem);
+		if (f) {
+			if (r < 0 || dem < rdem || (dem == rdem && f < rf)) {
+				r = i;
+				rf = f;
+				rdem = dem;
+			}
+			continue;	/* tagging it would re-tag those bytes */
+		}
+		if (least < 0 || chan_queued(c) < chan_queued(&cs->c[least]))
 			least = i;
-		w = chan_worst(&cs->c[i]);
+		w = chan_worst(c);
 		if (w > key)
 			continue;	/* would wait behind less urgent bytes */
-		if (best < 0 || better(&cs->c[i], w, &cs->c[best], bw, tag)) {
+		if (best < 0 || better(c, w, &cs->c[best], bw, tag)) {
 			best = i;
 			bw = w;
 		}
 	}
 	*inversion = best < 0;
-	return best < 0 ? least : best;
+	if (retag)
+		*retag = r;
+	if (best >= 0)
+		return best;
+	return least >= 0 ? least : -EAGAIN;
 }
 
 MERCURY_API int mercury_chanset_pick(struct mercury_chanset *cs,
 				     unsigned int tag)
 {
+	int i, r;
 	bool inv;
 
 	if (!cs)
 		return mercury_err(EINVAL, "chanset: NULL");
-	return mercury_ret(pick(cs, tag, &inv));
+	i = pick(cs, tag, &inv, &r);
+	return mercury_ret(i == -EAGAIN ? r : i);
+}
+
+MERCURY_API int mercury_chanset_try_pick(struct mercury_chanset *cs,
+					 unsigned int tag)
+{
+	bool inv;
+
+	if (!cs)
+		return mercury_err(EINVAL, "chanset: NULL");
+	/* Not a failure: no mercury_err(), no message, just errno. */
+	return mercury_ret(pick(cs, tag, &inv, NULL));
 }
 
 MERCURY_API int mercury_chanset_commit(struct mercury_chanset *cs, size_t i,
@@ -433,6 +548,42 @@ static int write_all(int fd, struct iovec *iov, int cnt)
 	return 0;
 }
 
+/*
+ * pick() for send(): when every connection holds unsent bytes of another
+ * tag, wait until one has sent them (kernel mode). Nothing wakes a thread
+ * when SIOCOUTQNSD reaches 0 (POLLOUT means buffer space, and
+ * TCP_NOTSENT_LOWAT would throttle every write), so poll it with a
+ * backoff from 20 us to about 1 ms. In manual mode only the caller can
+ * report progress: fail with -EAGAIN. send() meets this only before its
+ * first chunk: afterwards the connection that took the previous chunk holds
+ * unsent bytes of this tag only.
+ */
+static int pick_wait(struct mercury_chanset *cs, unsigned int tag, bool *inv)
+{
+	struct timespec d = { 0, 20000 }, t0, t1;
+	int i;
+
+	i = pick(cs, tag, inv, NULL);
+	if (i != -EAGAIN)
+		return i;
+	cs->stats.waits++;
+	if (cs->outq == MERCURY_OUTQ_MANUAL)
+		return mercury_err(EAGAIN,
+				   "chanset send: every connection holds unconsumed bytes of another tag than %u; report drained bytes and retry",
+				   tag);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		nanosleep(&d, NULL);
+		if (d.tv_nsec < 1000000)
+			d.tv_nsec *= 2;
+		i = pick(cs, tag, inv, NULL);
+	} while (i == -EAGAIN);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cs->stats.wait_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+			     t1.tv_nsec - t0.tv_nsec;
+	return i;
+}
+
 MERCURY_API int mercury_chanset_send(struct mercury_chanset *cs,
 				     uint32_t tensor_id, unsigned int tag,
 				     const void *buf, uint64_t len)
@@ -458,7 +609,7 @@ MERCURY_API int mercury_chanset_send(struct mercury_chanset *cs,
 	do {
 		f.offset = off;
 		f.chunk_len = len - off < cs->chunk ? len - off : cs->chunk;
-		i = pick(cs, tag, &inv);
+		i = pick_wait(cs, tag, &inv);
 		if (i < 0)
 			return i;
 		c = &cs->c[i];

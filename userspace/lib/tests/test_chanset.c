@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-/* Channel sets: the no-inversion invariant, SIOCOUTQ, end to end. */
+/*
+ * Channel sets: the no-inversion and no-re-tag invariants against a
+ * reference model, SIOCOUTQ / SIOCOUTQNSD on real TCP, end to end.
+ */
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <time.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 
 #include "helpers.h"
 
@@ -57,23 +63,108 @@ static void model_drain(struct model *m, int c, uint64_t n)
 	}
 }
 
+/* Bytes of other tags than tag queued on c; *demote: one is more urgent. */
+static uint64_t model_foreign(const struct model *m, int c, unsigned int tag,
+			      bool *demote)
+{
+	uint64_t f = 0;
+	size_t i, k;
+
+	*demote = false;
+	for (i = 0; i < m->cnt[c]; i++) {
+		k = m->head[c] + i;
+		if (m->tag[c][k] == tag)
+			continue;
+		f += m->bytes[c][k];
+		*demote |= key(m->tag[c][k]) < key(tag);
+	}
+	return f;
+}
+
 /*
- * Random commits and drains; after every pick, check against the model:
- * if some connection holds only bytes at least as urgent as the tag, the
- * pick is such a connection, and the best fit among them; only if none
- * exists may it be another, and then the least loaded.
+ * What the library must answer, from the model alone (manual mode: every
+ * unconsumed byte counts as unsent). *retag gets pick()'s fallback when no
+ * connection can take tag without re-tagging another tag's bytes.
+ */
+static int model_pick(const struct model *m, unsigned int tag, int *retag)
+{
+	int j, best = -1, least = -1, r = -1;
+	unsigned long long w, bw = 0;
+	uint64_t f, rf = 0;
+	bool dem, rdem = false;
+
+	for (j = 0; j < NC; j++) {
+		f = model_foreign(m, j, tag, &dem);
+		if (f) {
+			if (r < 0 || dem < rdem || (dem == rdem && f < rf)) {
+				r = j;
+				rf = f;
+				rdem = dem;
+			}
+			continue;
+		}
+		if (least < 0 || model_queued(m, j) < model_queued(m, least))
+			least = j;
+		w = model_worst(m, j);
+		if (w > key(tag))
+			continue;
+		if (best < 0 || w > bw ||
+		    (w == bw && model_queued(m, j) < model_queued(m, best))) {
+			best = j;
+			bw = w;
+		}
+	}
+	*retag = r;
+	if (best >= 0)
+		return best;
+	return least >= 0 ? least : -EAGAIN;
+}
+
+static void model_commit(struct model *m, int c, unsigned int tag, uint64_t q)
+{
+	size_t last = m->head[c] + m->cnt[c] - 1;
+
+	if (m->cnt[c] && m->tag[c][last] == tag) {
+		m->bytes[c][last] += q;
+		return;
+	}
+	if (m->head[c] + m->cnt[c] == MAXQ) {
+		memmove(m->tag[c], m->tag[c] + m->head[c],
+			m->cnt[c] * sizeof(unsigned int));
+		memmove(m->bytes[c], m->bytes[c] + m->head[c],
+			m->cnt[c] * sizeof(uint64_t));
+		m->head[c] = 0;
+	}
+	m->tag[c][m->head[c] + m->cnt[c]] = tag;
+	m->bytes[c][m->head[c] + m->cnt[c]] = q;
+	m->cnt[c]++;
+}
+
+/*
+ * 20 000 random picks, commits and drains against the reference model.
+ * Commits go only where try_pick() says. After every step:
+ *  - try_pick() and pick() give exactly the model's answer: an eligible
+ *    connection (nothing less urgent queued, no unsent byte of another
+ *    tag), the best fit among them; -EAGAIN for try_pick() only when every
+ *    connection holds bytes of another tag, and then pick()'s documented
+ *    least bad index;
+ *  - no connection ever carries queued (here: unsent) bytes of two
+ *    different tags, so no commit could have re-tagged anything;
+ *  - the library's queued bytes and least urgent tag equal the model's.
  */
 static void test_invariant_random(void **state)
 {
 	MERCURY_OPTS(mercury_chanset_opts, o, .outq = MERCURY_OUTQ_MANUAL,
 		     .no_tag = true);
 	struct mercury_chanset *cs;
-	int fds[NC], sp[NC][2], c, i, j, forced = 0, fit = 0;
-	unsigned long long best, w;
+	int fds[NC], sp[NC][2], c, e, r, i, j, fit = 0, eagain = 0;
+	int promote = 0, demote = 0;
 	struct model *m = calloc(1, sizeof(*m));
-	uint64_t seed = 12345, q, least;
+	uint64_t seed = 12345, q;
+	unsigned long long w;
 	unsigned int tag, worst;
-	bool any;
+	size_t k;
+	bool dem;
 
 	(void)state;
 	for (i = 0; i < NC; i++) {
@@ -84,46 +175,28 @@ static void test_invariant_random(void **state)
 	for (i = 0; i < 20000; i++) {
 		if (rnd(&seed) % 10 < 6) {
 			tag = rnd(&seed) % 9;		/* 0 = untagged */
-			c = mercury_chanset_pick(cs, tag);
-			assert_in_range(c, 0, NC - 1);
-			any = false;
-			best = 0;
-			least = UINT64_MAX;
-			for (j = 0; j < NC; j++) {
-				w = model_worst(m, j);
-				if (w <= key(tag)) {
-					best = !any || w > best ? w : best;
-					any = true;
-				}
-				q = model_queued(m, j);
-				least = q < least ? q : least;
+			e = model_pick(m, tag, &r);
+			c = mercury_chanset_try_pick(cs, tag);
+			if (c != e)
+				fail_msg("step %d: try_pick(%u) = %d, model says %d",
+					 i, tag, c, e);
+			if (c == -EAGAIN) {
+				assert_int_equal(errno, EAGAIN);
+				/* The old call still names a connection. */
+				assert_int_equal(mercury_chanset_pick(cs, tag), r);
+				model_foreign(m, r, tag, &dem);
+				demote += dem;
+				promote += !dem;
+				eagain++;
+				continue;
 			}
-			if (any) {
-				if (model_worst(m, c) > key(tag))
-					fail_msg("step %d: tag %u put behind tag %llu on %d although a fit existed",
-						 i, tag, model_worst(m, c), c);
-				assert_int_equal(model_worst(m, c), best);
-				fit++;
-			} else {
-				assert_int_equal(model_queued(m, c), least);
-				forced++;
-			}
+			assert_int_equal(mercury_chanset_pick(cs, tag), c);
+			/* Manual mode: an eligible one always exists here. */
+			assert_true(model_worst(m, c) <= key(tag));
+			fit++;
 			q = 1 + rnd(&seed) % 1000;
 			assert_int_equal(mercury_chanset_commit(cs, c, tag, q), 0);
-			if (m->cnt[c] && m->tag[c][m->head[c] + m->cnt[c] - 1] == tag) {
-				m->bytes[c][m->head[c] + m->cnt[c] - 1] += q;
-			} else {
-				if (m->head[c] + m->cnt[c] == MAXQ) {
-					memmove(m->tag[c], m->tag[c] + m->head[c],
-						m->cnt[c] * sizeof(unsigned int));
-					memmove(m->bytes[c], m->bytes[c] + m->head[c],
-						m->cnt[c] * sizeof(uint64_t));
-					m->head[c] = 0;
-				}
-				m->tag[c][m->head[c] + m->cnt[c]] = tag;
-				m->bytes[c][m->head[c] + m->cnt[c]] = q;
-				m->cnt[c]++;
-			}
+			model_commit(m, c, tag, q);
 		} else {
 			c = rnd(&seed) % NC;
 			q = model_queued(m, c);
@@ -132,15 +205,22 @@ static void test_invariant_random(void **state)
 			model_drain(m, c, q);
 		}
 		for (j = 0; j < NC; j++) {
+			for (k = 1; k < m->cnt[j]; k++)
+				if (m->tag[j][m->head[j] + k] !=
+				    m->tag[j][m->head[j]])
+					fail_msg("step %d: connection %d holds tags %u and %u",
+						 i, j, m->tag[j][m->head[j]],
+						 m->tag[j][m->head[j] + k]);
 			assert_int_equal(mercury_chanset_queued(cs, j, &q, &worst), 0);
 			assert_int_equal(q, model_queued(m, j));
 			w = model_worst(m, j);
 			assert_int_equal(worst, w == ~0ULL ? 0 : w);
 		}
 	}
-	/* Both branches were exercised. */
+	/* Every branch was exercised. */
 	assert_true(fit > 1000);
-	assert_true(forced > 100);
+	assert_true(eagain > 100);
+	assert_true(promote > 10 && demote > 10);
 	assert_int_equal(mercury_chanset_drained(cs, 0, model_queued(m, 0) + 1),
 			 -ERANGE);
 	mercury_chanset_free(cs);
@@ -151,7 +231,7 @@ static void test_invariant_random(void **state)
 	free(m);
 }
 
-/* The decisions spelled out on a small case. */
+/* The decisions spelled out on a small case (manual mode: all unsent). */
 static void test_pick_rules(void **state)
 {
 	unsigned int classes[3] = { 9, 2, 9 };
@@ -169,30 +249,40 @@ static void test_pick_rules(void **state)
 	assert_int_equal(mercury_chanset_pick(cs, 5), 0);	/* all idle */
 	mercury_chanset_commit(cs, 0, 5, 1000);
 	assert_int_equal(mercury_chanset_pick(cs, 5), 0);	/* same tag */
-	assert_int_equal(mercury_chanset_pick(cs, 7), 0);	/* best fit */
-	/* Not behind 5; of the idle two, conn 1 has class 2. */
+	/*
+	 * 7 would fit behind 5 (best fit), but tagging conn 0 for 7 would
+	 * demote its unsent tag-5 bytes: an idle one, the lower index.
+	 */
+	assert_int_equal(mercury_chanset_try_pick(cs, 7), 1);
+	assert_int_equal(mercury_chanset_pick(cs, 7), 1);
+	/* Of the idle two, conn 1 has class 2. */
 	assert_int_equal(mercury_chanset_pick(cs, 2), 1);
 	mercury_chanset_commit(cs, 1, 2, 10);
-	assert_int_equal(mercury_chanset_pick(cs, 3), 1);	/* behind 2 */
-	assert_int_equal(mercury_chanset_pick(cs, 1), 2);	/* idle one */
+	/* Neither behind 5 nor re-tagging 2: the idle one. */
+	assert_int_equal(mercury_chanset_try_pick(cs, 3), 2);
 	mercury_chanset_commit(cs, 2, 1, 10);
-	/* 6 fits behind 5, 2 and 1: best fit is the least urgent, 5. */
-	assert_int_equal(mercury_chanset_pick(cs, 6), 0);
-	mercury_chanset_commit(cs, 0, 6, 10);
-	assert_int_equal(mercury_chanset_pick(cs, 0), 0);	/* untagged last */
-	i = mercury_chanset_pick(cs, 1);
-	assert_int_equal(i, 2);					/* behind 1 */
+	assert_int_equal(mercury_chanset_try_pick(cs, 1), 2);	/* same tag */
+	/* 5, 2 and 1 queued: any choice for 6 re-tags someone. */
+	assert_int_equal(mercury_chanset_try_pick(cs, 6), -EAGAIN);
+	assert_int_equal(errno, EAGAIN);
+	/* pick() must still answer: all demote; fewest bytes (10), lower. */
+	assert_int_equal(mercury_chanset_pick(cs, 6), 1);
+	mercury_chanset_drained(cs, 1, 10);
+	assert_int_equal(mercury_chanset_try_pick(cs, 6), 1);	/* idle now */
+	mercury_chanset_commit(cs, 1, 6, 10);
+	/* 5 (1000 B), 6 (10 B), 1 (10 B): for 3, promoting 5 or 6 beats
+	 * demoting 1; of those, the fewest bytes. */
+	assert_int_equal(mercury_chanset_try_pick(cs, 3), -EAGAIN);
+	assert_int_equal(mercury_chanset_pick(cs, 3), 1);
+	/* Untagged is least urgent: everything would be demoted. */
+	assert_int_equal(mercury_chanset_pick(cs, 0), 1);
 	mercury_chanset_drained(cs, 2, 10);
 	mercury_chanset_drained(cs, 1, 10);
 	/* Both idle: class decides (conn 1 prefers tag 2). */
 	assert_int_equal(mercury_chanset_pick(cs, 2), 1);
-	mercury_chanset_commit(cs, 1, 4, 10);
-	mercury_chanset_commit(cs, 2, 4, 10);
 	assert_int_equal(mercury_chanset_commit(cs, 0, 9, 0), 0); /* no-op */
-	/* Every queue is less urgent than 3: the least loaded (1 or 2). */
-	i = mercury_chanset_pick(cs, 3);
-	assert_true(i == 1 || i == 2);
 	assert_int_equal(mercury_chanset_commit(cs, 3, 1, 1), -EINVAL);
+	assert_int_equal(mercury_chanset_try_pick(NULL, 1), -EINVAL);
 	mercury_chanset_free(cs);
 	for (i = 0; i < 3; i++) {
 		close(sp[i][0]);
@@ -234,7 +324,12 @@ static void test_outq_kernel(void **state)
 	assert_true(q > 0 && q <= (uint64_t)total);
 	assert_int_equal(worst, 5);
 	assert_int_equal(mercury_chanset_pick(cs, 2), !c);	/* not behind 5 */
-	assert_int_equal(mercury_chanset_pick(cs, 8), c);	/* fits behind 5 */
+	/* The peer's window is closed: most of it has not even been sent. */
+	assert_int_equal(ioctl(fds[c], SIOCOUTQNSD, &i), 0);
+	assert_true(i > 0);
+	/* 8 would fit behind 5 but its tag would re-tag those bytes. */
+	assert_int_equal(mercury_chanset_try_pick(cs, 8), !c);
+	assert_int_equal(mercury_chanset_try_pick(cs, 5), c);	/* same tag */
 	/* Drain at the receiver; the kernel's count falls to 0. */
 	fcntl(a[c], F_SETFL, O_NONBLOCK);
 	for (tries = 0; tries < 2000; tries++) {
@@ -248,6 +343,7 @@ static void test_outq_kernel(void **state)
 	assert_int_equal(total, 0);
 	assert_int_equal(q, 0);
 	assert_int_equal(worst, 0);
+	assert_int_equal(mercury_chanset_try_pick(cs, 8), 0);	/* both idle */
 	mercury_chanset_free(cs);
 	for (i = 0; i < 2; i++) {
 		close(fds[i]);
@@ -352,6 +448,350 @@ static void test_send_end_to_end(void **state)
 	free(data);
 }
 
+static unsigned int nsd(int fd)
+{
+	int v = -1;
+
+	assert_int_equal(ioctl(fd, SIOCOUTQNSD, &v), 0);
+	assert_true(v >= 0);
+	return v;
+}
+
+/* Tagger options: SO_MARK if this process may set it, else SO_PRIORITY. */
+static bool may_mark(void)
+{
+	struct mercury_tagger *t;
+	bool ok;
+
+	if (mercury_tagger_new(NULL, &t))
+		return false;
+	ok = !mercury_tagger_probe(t, 7);
+	mercury_tagger_free(t);
+	return ok;
+}
+
+#define NT	3		/* connections */
+#define SEGS	4096		/* per connection, plenty for the test */
+
+struct slow_reader {
+	int fds[NT];
+	volatile int stop;
+	uint64_t got;
+};
+
+/* Reads a little from each connection in turn, so queues build up. */
+static void *slow_read(void *arg)
+{
+	struct slow_reader *r = arg;
+	char buf[4096];
+	ssize_t n;
+	int i;
+
+	for (;;) {
+		for (i = 0; i < NT; i++) {
+			n = recv(r->fds[i], buf, sizeof(buf), MSG_DONTWAIT);
+			if (n > 0)
+				r->got += n;
+		}
+		if (r->stop)
+			break;
+		usleep(300);
+	}
+	for (i = 0; i < NT; i++)	/* the rest, up to the sender's FIN */
+		while ((n = recv(r->fds[i], buf, sizeof(buf), 0)) > 0)
+			r->got += n;
+	return NULL;
+}
+
+/*
+ * Real TCP over loopback, a reader slower than the sender, tags changing
+ * at random: the caller's own write loop (pick, tag, write, commit, like
+ * userspace/ps) using try_pick(). Before every tag, SIOCOUTQNSD on the
+ * chosen socket and the test's own record of what it wrote must show that
+ * every unsent byte there already has this chunk's tag, so the
+ * setsockopt re-tags nothing. The socket is read back after tagging.
+ * "hazards" counts picks where some connection held only more urgent
+ * unsent bytes, i.e. where the best fit alone would have demoted them.
+ */
+static void run_no_retag_tcp(bool mark)
+{
+	MERCURY_OPTS(mercury_tag_opts, to, .source = mark ? MERCURY_TAG_MARK :
+		     MERCURY_TAG_PRIORITY);
+	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true);
+	static uint64_t end[NT][SEGS];
+	static unsigned int stag[NT][SEGS];
+	struct slow_reader rd = { .stop = 0 };
+	int fds[NT], l, i, j, c, n, big = 128 * 1024;
+	int hazards = 0, same = 0, eagain = 0, chunks = 0;
+	size_t ns[NT] = { 0 };
+	uint64_t w[NT] = { 0 }, sent = 0, seed = 4242, un;
+	struct mercury_tagger *tg;
+	struct mercury_chanset *cs;
+	static char buf[16384];
+	unsigned short port;
+	unsigned int tag;
+	bool all_more, any;
+	pthread_t th;
+	size_t k;
+
+	l = listen_lo(8192, &port);
+	for (i = 0; i < NT; i++) {
+		fds[i] = connect_lo(port);
+		setsockopt(fds[i], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+		rd.fds[i] = accept(l, NULL, NULL);
+		assert_true(rd.fds[i] >= 0);
+	}
+	assert_int_equal(mercury_tagger_new(&to, &tg), 0);
+	assert_int_equal(mercury_chanset_new(fds, NT, &o, &cs), 0);
+	assert_int_equal(pthread_create(&th, NULL, slow_read, &rd), 0);
+	while (chunks < 600) {
+		/* Mostly backward order (more urgent over time), some noise. */
+		tag = 1 + (rnd(&seed) % 4 ? 5 - (unsigned int)(chunks / 20) % 6 :
+				   (unsigned int)(rnd(&seed) % 6));
+		c = mercury_chanset_try_pick(cs, tag);
+		if (c == -EAGAIN) {
+			eagain++;
+			usleep(200);
+			continue;
+		}
+		assert_in_range(c, 0, NT - 1);
+		/* Any connection holding only more urgent unsent bytes? */
+		for (j = 0; j < NT; j++) {
+			un = nsd(fds[j]);
+			all_more = un > 0;
+			for (k = 0; k < ns[j] && all_more; k++)
+				if (end[j][k] > w[j] - un && stag[j][k] >= tag)
+					all_more = false;
+			hazards += all_more;
+		}
+		/* The chosen one: unsent bytes, if any, all carry tag. */
+		un = nsd(fds[c]);
+		any = false;
+		for (k = 0; k < ns[c]; k++) {
+			if (end[c][k] <= w[c] - un)
+				continue;
+			if (stag[c][k] != tag)
+				fail_msg("chunk %d, tag %u: fd %d still holds %llu unsent bytes, some of tag %u",
+					 chunks, tag, fds[c],
+					 (unsigned long long)un, stag[c][k]);
+			any = true;
+		}
+		same += any;
+		assert_int_equal(mercury_tag_socket(tg, fds[c], tag), 0);
+		assert_int_equal(mercury_socket_tag(tg, fds[c]), tag);
+		n = 2048 + rnd(&seed) % (sizeof(buf) - 2048);
+		assert_int_equal(write(fds[c], buf, n), n);	/* blocking */
+		assert_int_equal(mercury_chanset_commit(cs, c, tag, n), 0);
+		w[c] += n;
+		sent += n;
+		if (ns[c] && stag[c][ns[c] - 1] == tag) {
+			end[c][ns[c] - 1] = w[c];
+		} else {
+			assert_true(ns[c] < SEGS);
+			end[c][ns[c]] = w[c];
+			stag[c][ns[c]++] = tag;
+		}
+		chunks++;
+	}
+	print_message("# %s: %d chunks, %d onto unsent bytes of the same tag, %d waits, %d hazards avoided\n",
+		      mark ? "SO_MARK" : "SO_PRIORITY", chunks, same, eagain,
+		      hazards);
+	/* The situations under test did occur. */
+	assert_true(same > 10);
+	assert_true(eagain > 0);
+	assert_true(hazards > 10);
+	for (i = 0; i < NT; i++)
+		shutdown(fds[i], SHUT_WR);
+	rd.stop = 1;
+	pthread_join(th, NULL);
+	assert_int_equal(rd.got, sent);
+	mercury_chanset_free(cs);
+	mercury_tagger_free(tg);
+	for (i = 0; i < NT; i++) {
+		close(fds[i]);
+		close(rd.fds[i]);
+	}
+	close(l);
+}
+
+static void test_no_retag_tcp_mark(void **state)
+{
+	(void)state;
+	run_no_retag_tcp(true);
+}
+
+static void test_no_retag_tcp_priority(void **state)
+{
+	(void)state;
+	run_no_retag_tcp(false);
+}
+
+struct bg_send {
+	struct mercury_chanset *cs;
+	unsigned int tag;
+	const void *buf;
+	uint64_t len;
+	volatile int done;
+	int ret;
+};
+
+static void *bg_send(void *arg)
+{
+	struct bg_send *b = arg;
+
+	b->ret = mercury_chanset_send(b->cs, 99, b->tag, b->buf, b->len);
+	b->done = 1;
+	return NULL;
+}
+
+/*
+ * mercury_chanset_send() with a receiver that is not reading: tensors of
+ * tags 6, 3, 5 each take their own connection and stay unsent there (the
+ * window is closed). Another tag-6 tensor joins its own tag. A tag-1
+ * tensor finds unsent bytes of another tag everywhere: send() waits, and
+ * while it waits every socket still carries its old tag. Once the reader
+ * empties the tag-3 connection, the tensor goes there.
+ */
+static void run_send_never_retags(bool mark)
+{
+	MERCURY_OPTS(mercury_tag_opts, to, .source = mark ? MERCURY_TAG_MARK :
+		     MERCURY_TAG_PRIORITY);
+	MERCURY_OPTS(mercury_chanset_opts, o, .tag_opts = &to,
+		     .chunk_size = 16384);
+	static const unsigned int tags[NT] = { 6, 3, 5 };
+	struct bg_send b = { .tag = 1, .len = 40000 };
+	struct mercury_chanset_stats st;
+	struct mercury_tagger *tg;
+	struct mercury_chanset *cs;
+	static char buf[65536], sink[65536];
+	int fds[NT], acc[NT], l, i, c, big = 256 * 1024, tries;
+	uint64_t q[NT], q2;
+	unsigned short port;
+	unsigned int worst;
+	pthread_t th;
+	ssize_t r;
+
+	l = listen_lo(4096, &port);
+	for (i = 0; i < NT; i++) {
+		fds[i] = connect_lo(port);
+		setsockopt(fds[i], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+		acc[i] = accept(l, NULL, NULL);
+		assert_true(acc[i] >= 0);
+		fcntl(acc[i], F_SETFL, O_NONBLOCK);
+	}
+	assert_int_equal(mercury_tagger_new(&to, &tg), 0);
+	assert_int_equal(mercury_chanset_new(fds, NT, &o, &cs), 0);
+	for (i = 0; i < NT; i++)
+		assert_int_equal(mercury_chanset_send(cs, i, tags[i], buf,
+						      sizeof(buf)), 0);
+	for (i = 0; i < NT; i++) {
+		assert_int_equal(mercury_chanset_queued(cs, i, &q[i], &worst), 0);
+		assert_int_equal(worst, tags[i]);	/* one connection each */
+		assert_true(nsd(fds[i]) > 0);
+		assert_int_equal(mercury_socket_tag(tg, fds[i]), tags[i]);
+	}
+	/* Same tag: joins connection 0 although 0 is not idle. */
+	assert_int_equal(mercury_chanset_send(cs, 3, 6, buf, 1000), 0);
+	assert_int_equal(mercury_chanset_queued(cs, 0, &q2, &worst), 0);
+	assert_true(q2 > q[0]);
+	/* Tag 1 must wait: re-tagging any of them is not allowed. */
+	b.cs = cs;
+	b.buf = buf;
+	assert_int_equal(pthread_create(&th, NULL, bg_send, &b), 0);
+	usleep(200 * 1000);
+	assert_false(b.done);
+	for (i = 0; i < NT; i++) {
+		assert_int_equal(mercury_socket_tag(tg, fds[i]), tags[i]);
+		assert_true(nsd(fds[i]) > 0);
+	}
+	/* Empty the tag-3 connection. */
+	for (tries = 0; tries < 5000 && !b.done; tries++) {
+		while ((r = read(acc[1], sink, sizeof(sink))) > 0)
+			;
+		usleep(1000);
+	}
+	pthread_join(th, NULL);
+	assert_int_equal(b.ret, 0);
+	assert_int_equal(mercury_socket_tag(tg, fds[0]), 6);
+	assert_int_equal(mercury_socket_tag(tg, fds[1]), 1);
+	assert_int_equal(mercury_socket_tag(tg, fds[2]), 5);
+	assert_int_equal(mercury_chanset_get_stats(cs, &st, sizeof(st)), 0);
+	assert_int_equal(st.waits, 1);
+	assert_true(st.wait_ns >= 150 * 1000000ull);
+	c = mercury_chanset_try_pick(cs, 1);
+	assert_true(c == 1 || c == -EAGAIN);	/* only 1 holds tag 1 */
+	mercury_chanset_free(cs);
+	mercury_tagger_free(tg);
+	for (i = 0; i < NT; i++) {
+		close(fds[i]);
+		close(acc[i]);
+	}
+	close(l);
+}
+
+static void test_send_never_retags_mark(void **state)
+{
+	(void)state;
+	run_send_never_retags(true);
+}
+
+static void test_send_never_retags_priority(void **state)
+{
+	(void)state;
+	run_send_never_retags(false);
+}
+
+/*
+ * Manual mode cannot wait (only the caller reports progress): with bytes
+ * of other tags on every connection, send() fails with -EAGAIN before it
+ * writes a byte, and succeeds once a connection is reported drained.
+ */
+static void test_send_manual_eagain(void **state)
+{
+	MERCURY_OPTS(mercury_chanset_opts, o, .outq = MERCURY_OUTQ_MANUAL,
+		     .no_tag = true, .chunk_size = 100);
+	struct mercury_chanset_stats st;
+	struct mercury_chanset *cs;
+	int sp[2][2], fds[2], i, pend;
+	char buf[300] = { 0 };
+	uint64_t q;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp[i]), 0);
+		fds[i] = sp[i][0];
+	}
+	assert_int_equal(mercury_chanset_new(fds, 2, &o, &cs), 0);
+	assert_int_equal(mercury_chanset_send(cs, 1, 1, buf, 300), 0);
+	assert_int_equal(mercury_chanset_send(cs, 2, 2, buf, 300), 0);
+	for (i = 0; i < 2; i++) {	/* one connection per tag */
+		assert_int_equal(mercury_chanset_queued(cs, i, &q, NULL), 0);
+		assert_int_equal(q, 3 * (100 + MERCURY_FRAME_HDR_LEN));
+	}
+	assert_int_equal(mercury_chanset_send(cs, 3, 3, buf, 300), -EAGAIN);
+	assert_int_equal(errno, EAGAIN);
+	assert_non_null(strstr(mercury_last_error(), "drained"));
+	for (i = 0; i < 2; i++) {	/* nothing written */
+		assert_int_equal(ioctl(sp[i][1], FIONREAD, &pend), 0);
+		assert_int_equal(pend, 3 * (100 + MERCURY_FRAME_HDR_LEN));
+	}
+	assert_int_equal(mercury_chanset_get_stats(cs, &st, sizeof(st)), 0);
+	assert_int_equal(st.waits, 1);
+	assert_int_equal(st.chunks, 6);
+	assert_int_equal(mercury_chanset_drained(cs, 1, 3 * 132), 0);
+	assert_int_equal(mercury_chanset_send(cs, 3, 3, buf, 300), 0);
+	assert_int_equal(ioctl(sp[1][1], FIONREAD, &pend), 0);
+	assert_int_equal(pend, 6 * 132);
+	/* An older caller's smaller stats struct still works. */
+	assert_int_equal(mercury_chanset_get_stats(cs, &st,
+			 offsetof(struct mercury_chanset_stats, waits)), 0);
+	mercury_chanset_free(cs);
+	for (i = 0; i < 2; i++) {
+		close(sp[i][0]);
+		close(sp[i][1]);
+	}
+}
+
 static void test_errors(void **state)
 {
 	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true);
@@ -382,10 +822,18 @@ static void test_errors(void **state)
 
 int main(void)
 {
+	bool mark = may_mark();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_invariant_random),
 		cmocka_unit_test(test_pick_rules),
 		cmocka_unit_test(test_outq_kernel),
+		unit_test_skip_if(!mark, test_no_retag_tcp_mark,
+				  "SO_MARK needs CAP_NET_ADMIN"),
+		cmocka_unit_test(test_no_retag_tcp_priority),
+		unit_test_skip_if(!mark, test_send_never_retags_mark,
+				  "SO_MARK needs CAP_NET_ADMIN"),
+		cmocka_unit_test(test_send_never_retags_priority),
+		cmocka_unit_test(test_send_manual_eagain),
 		cmocka_unit_test(test_send_end_to_end),
 		cmocka_unit_test(test_errors),
 	};

@@ -229,10 +229,15 @@ struct sender {
 	int ret;
 };
 
+/*
+ * Kernel accounting (SIOCOUTQ on AF_UNIX: bytes the peer has not read):
+ * three tags over two connections make send() wait for the receiver to
+ * empty one connection before it may carry another tag.
+ */
 static void *send_thread(void *arg)
 {
 	MERCURY_OPTS(mercury_chanset_opts, o, .chunk_size = 50000,
-		     .outq = MERCURY_OUTQ_MANUAL, .no_tag = true);
+		     .no_tag = true);
 	struct sender *s = arg;
 	struct mercury_chanset *cs;
 	uint32_t id;

@@ -90,6 +90,8 @@ def main():
           % (len(order), total / 1e6, elapsed, args.conns, args.source))
     print("chunks %(chunks)d, setsockopt calls %(tag_syscalls)d, "
           "chunks forced behind less urgent bytes %(inversions)d" % stats)
+    print("tensors that waited for a connection without unsent bytes of "
+          "another tag %d (%.3f s)" % (stats["waits"], stats["wait_ns"] / 1e9))
     print("first 5 completed (id, name, tag):")
     for tid, tag, _ in done[:5]:
         print("  %3d %-28s %d" % (tid, order[tid][0], tag))

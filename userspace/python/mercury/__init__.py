@@ -16,6 +16,7 @@ reason).
 """
 import ctypes
 import ctypes.util
+import errno
 import os
 
 __all__ = [
@@ -107,7 +108,8 @@ class _ChansetOpts(_c.Structure):
 
 class _ChansetStats(_c.Structure):
     _fields_ = [("chunks", _c.c_uint64), ("bytes", _c.c_uint64),
-                ("inversions", _c.c_uint64), ("tag_syscalls", _c.c_uint64)]
+                ("inversions", _c.c_uint64), ("tag_syscalls", _c.c_uint64),
+                ("waits", _c.c_uint64), ("wait_ns", _c.c_uint64)]
 
 
 class _RxOpts(_c.Structure):
@@ -171,6 +173,7 @@ _protos = {
     "mercury_chanset_count": (_c.c_size_t, [_P]),
     "mercury_chanset_fd": (_c.c_int, [_P, _c.c_size_t]),
     "mercury_chanset_pick": (_c.c_int, [_P, _c.c_uint]),
+    "mercury_chanset_try_pick": (_c.c_int, [_P, _c.c_uint]),
     "mercury_chanset_commit": (_c.c_int, [_P, _c.c_size_t, _c.c_uint,
                                           _c.c_uint64]),
     "mercury_chanset_drained": (_c.c_int, [_P, _c.c_size_t, _c.c_uint64]),
@@ -441,7 +444,12 @@ class ChannelSet:
         return _check(_lib.mercury_chanset_fd(self._cs, i))
 
     def send(self, tensor_id, tag, data):
-        """Frame and send a whole tensor (any bytes-like object)."""
+        """Frame and send a whole tensor (any bytes-like object).
+
+        Never re-tags unsent bytes of another tag: if every connection
+        holds some, it waits (kernel accounting) or raises MercuryError
+        EAGAIN having sent nothing (OUTQ_MANUAL: report drained(), retry).
+        """
         ptr, n, keep = _buffer(data)
         _check(_lib.mercury_chanset_send(self._cs, tensor_id, tag, ptr, n))
         del keep
@@ -452,7 +460,17 @@ class ChannelSet:
                                          _P(address), nbytes))
 
     def pick(self, tag):
+        """Connection index for tag; always an index (see try_pick)."""
         return _check(_lib.mercury_chanset_pick(self._cs, tag))
+
+    def try_pick(self, tag):
+        """Connection index for tag, or None when every connection holds
+        unsent bytes of another tag (tagging any of them would re-tag
+        those bytes: Linux applies the tag when TCP transmits)."""
+        r = _lib.mercury_chanset_try_pick(self._cs, tag)
+        if r == -errno.EAGAIN:
+            return None
+        return _check(r)
 
     def commit(self, i, tag, nbytes):
         _check(_lib.mercury_chanset_commit(self._cs, i, tag, nbytes))

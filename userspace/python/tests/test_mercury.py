@@ -184,10 +184,26 @@ class TestChannels(unittest.TestCase):
         cs.commit(i, 5, 1000)
         self.assertEqual(cs.queued(i), (1000, 5))
         self.assertNotEqual(cs.pick(2), i)
-        self.assertEqual(cs.pick(7), i)
+        # 7 would fit behind 5, but tagging i for 7 would re-tag (demote)
+        # the tag-5 bytes still there: the other connection
+        self.assertEqual(cs.try_pick(7), 1 - i)
+        self.assertEqual(cs.try_pick(5), i)
+        cs.commit(1 - i, 2, 10)
+        # both connections hold another tag's bytes
+        self.assertIsNone(cs.try_pick(7))
+        self.assertIn(cs.pick(7), (0, 1))    # the old call still answers
+        with self.assertRaises(mercury.MercuryError) as cm:
+            cs.send(1, 7, b"x" * 100)
+        self.assertEqual(cm.exception.errno, errno.EAGAIN)
+        self.assertEqual(cs.stats["waits"], 1)
+        self.assertEqual(cs.stats["chunks"], 0)
         cs.drained(i, 1000)
         self.assertEqual(cs.queued(i), (0, 0))
+        self.assertEqual(cs.try_pick(7), i)
         cs.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
 
     def test_send_receive(self):
         l = socket.socket()

@@ -264,13 +264,37 @@ MERCURY_API size_t mercury_chanset_count(const struct mercury_chanset *cs);
 MERCURY_API int mercury_chanset_fd(const struct mercury_chanset *cs, size_t i);
 
 /*
- * Connection for the next bytes of tag: one whose queued bytes are all at
- * least as urgent as tag (best fit: the least urgent such queue, so idle
- * connections stay free for urgent tensors); if none, the least loaded.
+ * Linux takes SO_MARK / SO_PRIORITY when TCP *transmits* a segment, not
+ * when the program writes: tagging a socket re-tags the bytes still unsent
+ * in its queue. A connection is therefore eligible for the next bytes of
+ * tag only if (a) none of its queued (unacknowledged) bytes is less urgent
+ * than tag and (b) none of its unsent bytes (SIOCOUTQNSD; in manual mode:
+ * all unconsumed bytes) has another tag. Among eligible ones the pick is
+ * the best fit (the least urgent such queue, so idle connections stay free
+ * for urgent tensors). With none eligible: the least loaded connection that
+ * satisfies (b) (an inversion: the bytes wait behind less urgent ones).
  * Returns the index. Does not send.
+ *
+ * A channel set works best with at least as many connections as distinct
+ * tags in flight: squeeze plans to the connection count
+ * (mercury_plan_opts.levels).
+ *
+ * mercury_chanset_try_pick(): as above, but -EAGAIN (errno EAGAIN, no
+ * error message) when every connection holds unsent bytes of another tag,
+ * i.e. any choice would re-tag them; retry once bytes have left (kernel
+ * mode) or after mercury_chanset_drained() (manual mode). Callers that tag
+ * and write themselves should use this one.
+ *
+ * mercury_chanset_pick() keeps its original contract of always returning
+ * an index: in that case it returns the least bad connection (one whose
+ * foreign unsent bytes are all less urgent than tag, so tagging would
+ * promote rather than demote them; then the fewest such bytes; then the
+ * lower index), and tagging it DOES re-tag those bytes.
  */
 MERCURY_API int mercury_chanset_pick(struct mercury_chanset *cs,
 				     unsigned int tag);
+MERCURY_API int mercury_chanset_try_pick(struct mercury_chanset *cs,
+					 unsigned int tag);
 /* Record bytes of tag handed to the kernel on connection i by the caller. */
 MERCURY_API int mercury_chanset_commit(struct mercury_chanset *cs, size_t i,
 				       unsigned int tag, uint64_t bytes);
@@ -283,8 +307,14 @@ MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
 
 /*
  * Send a whole tensor: split into chunks, each framed, given a connection
- * by mercury_chanset_pick(), tagged, and written completely (blocking, or
- * polling on non-blocking sockets). 0 or a negative errno.
+ * by mercury_chanset_try_pick(), tagged, and written completely (blocking,
+ * or polling on non-blocking sockets). 0 or a negative errno.
+ *
+ * It never re-tags unsent bytes of another tag. When every connection holds
+ * some (possible only for the first chunk), it waits in kernel mode until
+ * one connection's unsent bytes have left (so the peer must keep reading),
+ * counted in stats.waits and stats.wait_ns; in manual mode it returns
+ * -EAGAIN having written nothing: report drained bytes and call it again.
  */
 MERCURY_API int mercury_chanset_send(struct mercury_chanset *cs,
 				     uint32_t tensor_id, unsigned int tag,
@@ -297,6 +327,12 @@ struct mercury_chanset_stats {
 					 * bytes because no connection fit
 					 */
 	uint64_t tag_syscalls;		/* setsockopt() calls */
+	/*
+	 * Tensors whose first chunk found unsent bytes of another tag on every
+	 * connection (send() waited, or returned -EAGAIN in manual mode).
+	 */
+	uint64_t waits;
+	uint64_t wait_ns;		/* time send() spent in those waits */
 };
 MERCURY_API int mercury_chanset_get_stats(const struct mercury_chanset *cs,
 					  struct mercury_chanset_stats *st,
