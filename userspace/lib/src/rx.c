@@ -7,8 +7,18 @@
  * send a byte range twice, so headers announcing more bytes than the total
  * are a protocol error; that also guarantees no other connection is still
  * writing into a tensor when it completes.
+ *
+ * Completion order is the order in which this process reads the last byte
+ * of each tensor. Within a connection that is stream order. Across
+ * connections, mercury_rx_poll() serves the ready ones round-robin, one read
+ * of at most READ_BUF bytes each per call, starting after the connection it
+ * served first the time before. A connection with a backlog therefore
+ * cannot hold back another ready one by more than one read per call, and
+ * none is always served first (index order would let connection 0 finish
+ * its tensors first after every stall, whatever arrived first).
  */
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +57,7 @@ struct mercury_rx {
 	size_t done_head, done_cnt, done_cap;
 	uint64_t max_tensor;
 	size_t max_pending;
+	size_t rr;			/* rx_poll serves from here next time */
 	unsigned char *rbuf;		/* READ_BUF bytes */
 };
 
@@ -316,8 +327,8 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 
 MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)
 {
+	size_t i, k, n = 0, first = SIZE_MAX;
 	struct pollfd *pfd;
-	size_t i, n = 0;
 	int r, done = 0;
 
 	if (!rx)
@@ -342,9 +353,13 @@ MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)
 		free(pfd);
 		return mercury_ret(r);
 	}
-	for (i = 0; i < rx->nconns && r > 0; i++) {
+	/* One bounded read per ready connection, rotating the start. */
+	for (k = 0; k < rx->nconns && r > 0; k++) {
+		i = (rx->rr + k) % rx->nconns;
 		if (!pfd[i].revents)
 			continue;
+		if (first == SIZE_MAX)
+			first = i;
 		r = mercury_rx_read(rx, i);
 		if (r == -EAGAIN || r == -ENOTCONN)
 			r = 0;
@@ -355,6 +370,8 @@ MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)
 		done += r;
 		r = 1;
 	}
+	if (first != SIZE_MAX)
+		rx->rr = (first + 1) % rx->nconns;
 	free(pfd);
 	return done;
 }

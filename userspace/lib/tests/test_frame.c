@@ -222,6 +222,84 @@ static void test_reassembly_errors(void **state)
 	mercury_rx_free(rx);
 }
 
+/* Write one whole tensor (id, len bytes of id's low byte) as one frame. */
+static void put_tensor(int fd, uint32_t id, size_t len)
+{
+	static unsigned char data[4 << 20], out[(4 << 20) + 64];
+	size_t n;
+
+	memset(data, (int)(id & 0xff), len);
+	n = frames(out, id, 1, data, len, 0, len, len);
+	assert_int_equal(write(fd, out, n), (ssize_t)n);
+}
+
+static void expect_next(struct mercury_rx *rx, uint32_t id, size_t len)
+{
+	struct mercury_tensor t;
+
+	assert_int_equal(mercury_rx_next(rx, &t), 0);
+	if (t.id != id)
+		fail_msg("completed tensor %u, expected %u", t.id, id);
+	assert_int_equal(t.len, len);
+	assert_int_equal(((unsigned char *)t.data)[len - 1], id & 0xff);
+	mercury_tensor_release(&t);
+}
+
+/*
+ * After a stall every connection holds a whole tensor. mercury_rx_poll()
+ * serves the ready connections round-robin, starting after the one it
+ * served first last time, so the connection that completes first rotates
+ * instead of always being connection 0. With only connections 1 and 3
+ * ready, they alternate. A backlog on one connection (a tensor of four
+ * reads) does not hold back a tensor on another connection that was
+ * written after it: each call reads one bounded piece per connection.
+ */
+static void test_rx_poll_fair(void **state)
+{
+	enum { NCONN = 4, SMALL = 100, BIG = 3 * 65536 };
+	int sp[NCONN][2], i, b, k, big = 1 << 20;
+	struct mercury_rx *rx;
+
+	(void)state;
+	assert_int_equal(mercury_rx_new(NULL, &rx), 0);
+	for (i = 0; i < NCONN; i++) {
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp[i]), 0);
+		setsockopt(sp[i][0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+		assert_int_equal(mercury_rx_add(rx, sp[i][1]), i);
+	}
+	for (b = 0; b < 8; b++) {
+		for (i = 0; i < NCONN; i++)
+			put_tensor(sp[i][0], 100 * b + i, SMALL);
+		assert_int_equal(mercury_rx_poll(rx, 1000), NCONN);
+		for (k = 0; k < NCONN; k++)
+			expect_next(rx, 100 * b + (b + k) % NCONN, SMALL);
+		assert_int_equal(mercury_rx_next(rx, &(struct mercury_tensor){ 0 }),
+				 -EAGAIN);
+	}
+	/* Only 1 and 3 ready: next start is 0, so 1 then 3, then 3 then 1. */
+	for (b = 0; b < 6; b++) {
+		put_tensor(sp[1][0], 1000 + 10 * b + 1, SMALL);
+		put_tensor(sp[3][0], 1000 + 10 * b + 3, SMALL);
+		assert_int_equal(mercury_rx_poll(rx, 1000), 2);
+		expect_next(rx, 1000 + 10 * b + (b % 2 ? 3 : 1), SMALL);
+		expect_next(rx, 1000 + 10 * b + (b % 2 ? 1 : 3), SMALL);
+	}
+	/* Start is 0 again. A big tensor on 0, then a small one on 1. */
+	put_tensor(sp[0][0], 7000, BIG);
+	put_tensor(sp[1][0], 7001, SMALL);
+	assert_int_equal(mercury_rx_poll(rx, 1000), 1);
+	expect_next(rx, 7001, SMALL);
+	for (k = 0; k < 10 && mercury_rx_poll(rx, 1000) == 0; k++)
+		;
+	assert_true(k < 10);
+	expect_next(rx, 7000, BIG);
+	mercury_rx_free(rx);
+	for (i = 0; i < NCONN; i++) {
+		close(sp[i][0]);
+		close(sp[i][1]);
+	}
+}
+
 struct sender {
 	int fds[2];
 	unsigned char *buf;
@@ -318,6 +396,7 @@ int main(void)
 		cmocka_unit_test(test_reassembly_random_splits),
 		cmocka_unit_test(test_reassembly_errors),
 		cmocka_unit_test(test_socket_partial_io),
+		cmocka_unit_test(test_rx_poll_fair),
 	};
 
 	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);

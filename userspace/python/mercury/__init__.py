@@ -526,7 +526,13 @@ class Receiver:
         return _check(_lib.mercury_rx_read(self._rx, conn))
 
     def poll(self, timeout_ms=-1):
-        """Tensors completed; 0 on timeout; raises ENOTCONN when all closed."""
+        """Tensors completed; 0 on timeout; raises ENOTCONN when all closed.
+
+        Reads one piece (<= 64 KiB) per ready connection, round-robin with
+        a rotating start. Tensors come out in the order their last byte
+        was read: stream order on one connection, read order (not arrival
+        order) across connections; see Documentation/tagger.md.
+        """
         return _check(_lib.mercury_rx_poll(self._rx, timeout_ms))
 
     def next(self):

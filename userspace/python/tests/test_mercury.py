@@ -244,6 +244,23 @@ class TestChannels(unittest.TestCase):
             c.close()
         l.close()
 
+    def test_receiver_poll_rotates(self):
+        # every connection holds a whole tensor (a stall): the one that
+        # completes first rotates instead of always being connection 0
+        pairs = [socket.socketpair() for _ in range(3)]
+        rx = mercury.Receiver([p[1] for p in pairs])
+        for batch in range(4):
+            for i, (a, _) in enumerate(pairs):
+                tid = 10 * batch + i
+                a.sendall(mercury.frame_encode(tid, 1, 4, 0, 4) + b"abcd")
+            self.assertEqual(rx.poll(1000), 3)
+            self.assertEqual([t[0] for t in rx],
+                             [10 * batch + (batch + k) % 3 for k in range(3)])
+        rx.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+
     def test_receiver_feed(self):
         rx = mercury.Receiver()
         rx.add()

@@ -376,11 +376,22 @@ MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
  */
 MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn);
 /*
- * poll() the open connections up to timeout_ms and read the ready ones.
- * Tensors completed (0 on timeout); -ENOTCONN once every one is closed.
+ * poll() the open connections up to timeout_ms and read the ready ones:
+ * one read of at most 64 KiB per ready connection, round-robin, starting
+ * after the connection served first by the previous call (so none is
+ * always first). Tensors completed (0 on timeout); -ENOTCONN once every
+ * one is closed.
+ *
+ * Order guarantees: tensors complete in the order this process reads their
+ * last byte. On one connection that is the sender's write order. Across
+ * connections it is the read order, which follows arrival order only
+ * while the receiver keeps up: after a stall, tensors waiting on several
+ * connections complete interleaved, one piece per connection per call,
+ * not by arrival time. For arrival order, timestamp reads yourself
+ * (SO_TIMESTAMPNS) and use mercury_rx_feed().
  */
 MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms);
-/* Take the oldest completed tensor; -EAGAIN if none. */
+/* Take the oldest completed tensor (completion order); -EAGAIN if none. */
 MERCURY_API int mercury_rx_next(struct mercury_rx *rx,
 				struct mercury_tensor *t);
 MERCURY_API void mercury_tensor_release(struct mercury_tensor *t);
