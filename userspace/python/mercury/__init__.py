@@ -315,6 +315,9 @@ class Plan:
 
     @classmethod
     def from_profile(cls, path, per_module=False, levels=0):
+        """Default plan from an h200 profile. levels=N squeezes the tags
+        into 1..N keeping their order; for a ChannelSet of N connections
+        use levels=N (at most 6 for unprivileged SO_PRIORITY)."""
         o = _opts(_PlanOpts, group=PLAN_PER_MODULE if per_module
                   else PLAN_PER_TENSOR, levels=levels)
         p = _P()
@@ -395,7 +398,14 @@ def _buffer(data):
 
 class ChannelSet:
     """Several connections to one peer; each chunk goes where no less
-    urgent bytes are queued ahead of it."""
+    urgent bytes are queued ahead of it and no unsent bytes of another tag
+    would be re-tagged (Linux applies the tag when TCP transmits).
+
+    Use a plan with no more levels than connections:
+    Plan.from_profile(path, levels=len(channels)) (at most 6 with
+    source="priority"). With more levels than connections, urgent chunks
+    find no suitable connection and wait or queue behind less urgent bytes.
+    """
 
     def __init__(self, socks, source="mark", shift=0, mask=0, classes=None,
                  chunk_size=0, outq=OUTQ_KERNEL, no_tag=False, _handle=None):

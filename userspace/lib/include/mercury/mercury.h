@@ -165,6 +165,8 @@ struct mercury_plan_opts {
 	/*
 	 * If non-zero, squeeze the dense tags into 1..levels keeping their
 	 * order (tag = 1 + rank * levels / n), e.g. to fit a small mask.
+	 * For a plan sent through a channel set, use at most the number of
+	 * connections (see mercury_chanset_new()).
 	 */
 	unsigned int levels;
 	size_t :0;
@@ -251,6 +253,16 @@ struct mercury_chanset_opts {
 
 struct mercury_chanset;
 
+/*
+ * A channel set of n connections keeps an urgent tensor from queueing
+ * behind less urgent bytes only while at most n distinct tags are in
+ * flight: give it a plan with no more levels than connections
+ * (mercury_plan_opts.levels = n; with SO_PRIORITY, min(n, 6)). In
+ * backward order every tensor is more urgent than those queued; with more
+ * levels than connections the chunks find no suitable connection and wait
+ * or queue behind less urgent bytes (a 161-tag plan over 8 connections
+ * ordered worse than pfifo). See Documentation/tagger.md.
+ */
 MERCURY_API int mercury_chanset_new(const int *fds, size_t n,
 				    const struct mercury_chanset_opts *opts,
 				    struct mercury_chanset **out);
