@@ -69,7 +69,7 @@ fi
 # Overrides from the environment: BENCH_MODELS="resnet50 vgg16",
 # BENCH_SCHEMES=fifo, BENCH_REPEAT=3, BENCH_MTU=9000, ... (every setting
 # of bench/training.sh, prefixed with BENCH_).
-for v in MODELS SCHEMES W S RATE MTU BURST SSAI REPEAT TARGET_BYTES ITER CHANNELS INFLIGHT DELAY TSQ DIAG; do
+for v in MODELS SCHEMES W S RATE MTU BURST SSAI REPEAT TARGET_BYTES ITER CHANNELS LEVELS INFLIGHT DELAY TSQ DIAG; do
 	eval "val=\${BENCH_$v:-}"
 	[ -n "$val" ] && printf '%s="%s"\n' "$v" "$val" >> "$out/bench.env"
 done

@@ -46,6 +46,12 @@ DIAG=${DIAG:-}			# seconds into a run to log ss -tin and tc -s
 TARGET_BYTES=${TARGET_BYTES:-2000000}	# scaled gradient bytes per iteration
 ITER=${ITER:-5}
 CHANNELS=${CHANNELS:-8}
+# Mercury: distinct tags on the wire. The sender keeps its heap in
+# per-tensor order and tags each frame with its rank squeezed to LEVELS
+# groups (equal counts, forward order); one level per connection, as
+# libmercury's channel set needs (Documentation/tagger.md, "How many
+# levels"). The qdisc gets as many levels.
+LEVELS=${LEVELS:-$CHANNELS}
 # Mercury: bytes one connection may hold in the kernel (SIOCOUTQ: queued
 # plus unacknowledged) before the next frame waits in the sender's heap.
 # An urgent frame that finds its connection busy waits behind at most this
@@ -124,7 +130,7 @@ set_qdiscs() {
 	case $1 in
 	fifo|bytesched) q=(pfifo_fast) ;;
 	prio) q=(prio bands 16 priomap 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15) ;;
-	mercury) q=(mercury levels "$2") ;;
+	mercury) q=(mercury levels "$(( LEVELS < $2 ? LEVELS : $2 ))") ;;
 	esac
 	while read -r ns ip; do
 		$IP netns exec "$ns" $TC qdisc del dev eth0 root 2>/dev/null
@@ -151,7 +157,7 @@ run_case() {
 	for ((i = 0; i < S; i++)); do list="$list${list:+,}10.77.0.$((101 + i)):$PORT"; done
 	args=(--profile "$prof" --servers "$list" --workers "$W" --scheme "$scheme"
 	      --iterations "$ITER" --time-scale "$x" --bytes-scale "$f"
-	      --partition "$part" --credit "$credit" --channels "$CHANNELS"
+	      --partition "$part" --credit "$credit" --channels "$CHANNELS" --levels "$LEVELS"
 	      --inflight "${INFLIGHT:-$((4 * (MTU + 14)))}" --timeout 20)
 	rm -f $TMPD/w*.json $TMPD/w*.err $TMPD/s*.out $TMPD/s*.err
 	read -r b0 t0 <<< "$(cpu_busy)"
@@ -178,6 +184,9 @@ run_case() {
 		echo "- 0 -"
 		return
 	fi
+	# the Mercury sender's counters (picks, SIOCOUTQ readings, waits)
+	[ "$scheme" = mercury ] && sed -n 's/.*"sender":{\([^}]*\)},"inversions":\([0-9]*\).*/# sender worker 0: \1, "inversions":\2/p' \
+		$TMPD/w0.json >&2
 	# steady iterations: every worker's per-iteration times after the
 	# first measured one (slow start), averaged over the workers
 	cat $TMPD/w*.json | sed -n 's/.*"iteration_ms":\[\([^]]*\)\].*/\1/p' |
@@ -199,7 +208,7 @@ bench_all() {
 	local idealms ok scheme simms r res ms ver cpu all vers cpus med mn mx
 	cleanup
 	setup_topology || { ktap_fail "$label: topology"; return 1; }
-	log "$label: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, mtu $MTU, burst ${BURST:-auto}, slow_start_after_idle ${SSAI:-default}, tcp_limit_output_bytes ${TSQ:-default}, $ITER iterations x $REPEAT runs, ~$TARGET_BYTES gradient bytes per iteration, channels $CHANNELS, inflight ${INFLIGHT:-$((4 * (MTU + 14)))}"
+	log "$label: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, mtu $MTU, burst ${BURST:-auto}, slow_start_after_idle ${SSAI:-default}, tcp_limit_output_bytes ${TSQ:-default}, $ITER iterations x $REPEAT runs, ~$TARGET_BYTES gradient bytes per iteration, channels $CHANNELS, levels $LEVELS, inflight ${INFLIGHT:-$((4 * (MTU + 14)))}"
 	for model in $MODELS; do
 		orig=$PROFILES/$model.json
 		if [ ! -r "$orig" ]; then

@@ -299,6 +299,17 @@ struct ps_out *ps_heap_top(const struct ps_heap *h)
 	return h->n ? h->v[0] : NULL;
 }
 
+void ps_heap_free(struct ps_heap *h)
+{
+	struct ps_out *o;
+
+	while ((o = ps_heap_pop(h)))
+		free(o);
+	free(h->v);
+	h->v = NULL;
+	h->cap = 0;
+}
+
 struct ps_out *ps_heap_pop(struct ps_heap *h)
 {
 	struct ps_out *top, *last;

@@ -98,7 +98,7 @@ uint32_t ps_chunk_len(const struct ps_layout *L, int t, int s, uint32_t c)
 int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		   char *err, size_t errlen)
 {
-	int *order = NULL, i, s, S = cfg->servers;
+	int *order = NULL, i, s, S = cfg->servers, lv;
 	uint64_t off = 0, h = 0xcbf29ce484222325ull;
 	int ret;
 
@@ -168,14 +168,27 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	L->total_bytes = off;
 	sort_base = L->t;
 	qsort(order, L->nt, sizeof(*order), cmp_urgency);
+	/*
+	 * Mercury's wire tags: the ranks cut into `levels` groups of equal
+	 * count in forward order (libmercury's .levels squeeze), at most one
+	 * per tensor. A channel set keeps tags apart only while it has a
+	 * connection per tag in flight (Documentation/tagger.md, "How many
+	 * levels"); the sender's heap still orders by rank.
+	 */
+	lv = cfg->levels > 0 ? cfg->levels : cfg->channels > 0 ? cfg->channels : L->nt;
+	if (lv > L->nt)
+		lv = L->nt;
+	L->levels = lv;
 	for (i = 0; i < L->nt; i++) {
 		L->t[order[i]].rank = i + 1;
+		L->t[order[i]].level = 1 + (unsigned int)((uint64_t)i * lv / L->nt);
 		/* 16 bands by forward order, as many tensors in each */
 		L->t[order[i]].band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
 	}
 	h = fnv(h, cfg->scheme);
 	h = fnv(h, L->chunk);
 	h = fnv(h, ps_nconns(cfg));
+	h = fnv(h, cfg->scheme == PS_MERCURY ? (uint64_t)lv : 0);
 	h = fnv(h, S);
 	h = fnv(h, cfg->workers);
 	h = fnv(h, cfg->iterations);

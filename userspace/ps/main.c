@@ -32,19 +32,20 @@ void ps_usage(FILE *f)
 "  --partition BYTES     bytesched partition (4000000)\n"
 "  --credit BYTES        bytesched bytes in flight (16000000)\n"
 "  --channels N          mercury: connections per peer, 1..%d (8)\n"
+"  --levels N            mercury: distinct tags on the wire, 1..%d (--channels)\n"
 "  --tag-source mark|priority   mercury: SO_MARK or SO_PRIORITY (mark)\n"
 "  --inflight BYTES      mercury: bytes queued in the kernel per connection (2 chunks)\n"
 "  --sndbuf BYTES        SO_SNDBUF and SO_RCVBUF of every connection\n"
 "  --timeout SECONDS     longest wait without progress (30)\n"
 "  --listen ADDR         server: address to bind (the host of its --servers entry)\n"
-"  -j, --json            JSON report\n", PS_MAX_CHANNELS);
+"  -j, --json            JSON report\n", PS_MAX_CHANNELS, MERCURY_MAX_TAG);
 }
 
 enum {
 	OPT_PROFILE = 256, OPT_SERVERS, OPT_WORKERS, OPT_WORKER_ID,
 	OPT_SERVER_ID, OPT_ITER, OPT_TSCALE, OPT_BSCALE, OPT_SCHEME,
 	OPT_CHUNK, OPT_PART, OPT_CREDIT, OPT_CHANNELS, OPT_TAGSRC,
-	OPT_TIMEOUT, OPT_SNDBUF, OPT_INFLIGHT, OPT_LISTEN, OPT_OUT,
+	OPT_TIMEOUT, OPT_SNDBUF, OPT_INFLIGHT, OPT_LISTEN, OPT_OUT, OPT_LEVELS,
 };
 
 static const struct option opts[] = {
@@ -61,6 +62,7 @@ static const struct option opts[] = {
 	{ "partition", required_argument, NULL, OPT_PART },
 	{ "credit", required_argument, NULL, OPT_CREDIT },
 	{ "channels", required_argument, NULL, OPT_CHANNELS },
+	{ "levels", required_argument, NULL, OPT_LEVELS },
 	{ "tag-source", required_argument, NULL, OPT_TAGSRC },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "sndbuf", required_argument, NULL, OPT_SNDBUF },
@@ -186,6 +188,10 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 			if (parse_int(a, 1, PS_MAX_CHANNELS, &cfg->channels))
 				BAD("--channels %s: expected 1..%d", a, PS_MAX_CHANNELS);
 			break;
+		case OPT_LEVELS:
+			if (parse_int(a, 1, MERCURY_MAX_TAG, &cfg->levels))
+				BAD("--levels %s: expected 1..%d", a, MERCURY_MAX_TAG);
+			break;
 		case OPT_TAGSRC:
 			if (!strcmp(a, "mark"))
 				cfg->tag_source = MERCURY_TAG_MARK;
@@ -226,6 +232,9 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 		BAD("unexpected argument %s", argv[optind]);
 	if (!have_inflight)
 		cfg->inflight = 2 * cfg->chunk;
+	/* one level per connection: see the layout and Documentation/tagger.md */
+	if (!cfg->levels)
+		cfg->levels = cfg->channels;
 	if (!cfg->profile)
 		BAD("--profile is required");
 	return 0;

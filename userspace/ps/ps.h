@@ -44,6 +44,7 @@ struct ps_cfg {
 	const char *profile;
 	enum ps_scheme scheme;
 	int channels;			/* mercury: connections per peer */
+	int levels;			/* mercury: tags on the wire (0: channels) */
 	uint64_t chunk;			/* aggregation unit, bytes */
 	uint64_t partition;		/* bytesched partition, bytes */
 	uint64_t credit;		/* bytesched in-flight window, bytes */
@@ -68,7 +69,9 @@ struct ps_tensor {
 	uint64_t off;			/* in the flat gradient buffer */
 	double ready_ms;		/* unscaled, since backward start */
 	int gate;			/* forward call that needs it */
-	unsigned int rank;		/* 1 = most urgent: the mercury tag */
+	unsigned int rank;		/* 1 = most urgent: the sender's order */
+	unsigned int level;		/* mercury: the tag on the wire, rank
+					 * squeezed to 1..levels */
 	unsigned int band;		/* prio: 0..15, 0 most urgent */
 };
 
@@ -86,6 +89,7 @@ struct ps_layout {
 	uint32_t *base;			/* first chunk in the server's numbering */
 	uint32_t *srv_chunks;		/* chunks per server */
 	uint32_t tensor_chunks_max;
+	unsigned int levels;		/* mercury: distinct wire tags */
 	uint64_t hash;			/* of everything peers must agree on */
 };
 
@@ -160,6 +164,7 @@ struct ps_heap {
 int ps_heap_push(struct ps_heap *h, struct ps_out *o);
 struct ps_out *ps_heap_top(const struct ps_heap *h);
 struct ps_out *ps_heap_pop(struct ps_heap *h);
+void ps_heap_free(struct ps_heap *h);	/* the frames and the array */
 
 struct ps_out *ps_out_new(uint32_t tensor_id, unsigned int tag,
 			  uint64_t total, uint64_t offset,
@@ -190,10 +195,49 @@ struct ps_hello {
 void ps_hello_encode(uint8_t *buf, const struct ps_hello *h);
 void ps_hello_decode(const uint8_t *buf, struct ps_hello *h);
 
-/* Mercury's sender for one peer; *blocked: retry on a timer. */
-int ps_dispatch_mercury(struct ps_heap *h, struct ps_conn **conns,
-			struct mercury_chanset *cs, uint64_t cap,
-			bool *blocked, struct ps_conn **bad);
+/*
+ * Mercury's sender toward one peer: frames wait in a heap ordered by rank
+ * (per tensor); the most urgent goes to the connection the channel set
+ * picks once that connection holds less than the in-flight cap.
+ */
+struct ps_msend {
+	struct ps_heap heap;
+	struct mercury_chanset *cs;
+	struct ps_conn **conns;		/* the set's connections, by index */
+	uint64_t cap;			/* --inflight */
+	/*
+	 * The last pick: connection `conn` took tag `tag` without an
+	 * inversion. Until another tag is dispatched, only frames of `tag`
+	 * went there, so it stays eligible (nothing less urgent queued, no
+	 * unsent bytes of another tag) and is the best fit: later frames of
+	 * the same tag reuse it without a pick.
+	 */
+	int conn;			/* -1: none */
+	unsigned int tag;
+	uint64_t queued;		/* upper bound of conn's SIOCOUTQ: last
+					 * reading + bytes written since */
+	bool fresh;			/* queued was read in this round */
+	/* blocked: the frame at the top and when to look again */
+	const struct ps_out *blocked_top;
+	int64_t wake_ns;		/* 0: not blocked */
+	/* counters for the report */
+	uint64_t frames, picks, queries, cap_blocks, eagain_blocks, inversions;
+};
+void ps_msend_init(struct ps_msend *m, struct mercury_chanset *cs,
+		   struct ps_conn **conns, uint64_t cap);
+/*
+ * Dispatch what may go now. m->wake_ns != 0 afterwards: blocked, look
+ * again at that time (or earlier if a more urgent frame arrives). 0 or
+ * -errno (*bad names the connection when a write failed).
+ */
+int ps_dispatch_mercury(struct ps_msend *m, int64_t now, struct ps_conn **bad);
+/* Has anything changed that a dispatch could act on? */
+bool ps_msend_due(const struct ps_msend *m, int64_t now);
+/* Preferred tag of each of n connections for `levels` tags. */
+void ps_mercury_classes(unsigned int *classes, int n, unsigned int levels);
+/* The senders' counters, summed, as "sender" (and "inversions") in o. */
+struct json_object;
+void ps_msend_report(struct json_object *o, const struct ps_msend *m, int n);
 
 /* Time */
 int64_t ps_now_ns(void);

@@ -35,7 +35,7 @@ struct srv {
 	struct ps_conn *conns;		/* [worker * C + idx] */
 	struct ps_conn **cptr;
 	struct mercury_chanset **cs;	/* mercury: per worker */
-	struct ps_heap *heap;		/* mercury: per worker */
+	struct ps_msend *ms;		/* mercury: per worker */
 	struct mercury_tagger *tagger;
 	int lfd;
 	char why[160];			/* what was wrong with a frame */
@@ -83,7 +83,8 @@ static int send_pull(struct srv *v, int t, uint64_t off, uint32_t len)
 	int w;
 
 	for (w = 0; w < v->W; w++) {
-		struct ps_out *o = ps_out_new(t, T->rank, v->L.hi[k] - v->L.lo[k],
+		struct ps_out *o = ps_out_new(t, v->cfg->scheme == PS_MERCURY ? T->level : T->rank,
+					      v->L.hi[k] - v->L.lo[k],
 					      off, (uint8_t *)v->param + v->poff[t] + off,
 					      len);
 		struct ps_conn *c;
@@ -93,7 +94,7 @@ static int send_pull(struct srv *v, int t, uint64_t off, uint32_t len)
 		switch (v->cfg->scheme) {
 		case PS_MERCURY:
 			o->key = (uint64_t)T->rank << 40 | (v->seq++ & ((1ull << 40) - 1));
-			if (ps_heap_push(&v->heap[w], o)) {
+			if (ps_heap_push(&v->ms[w].heap, o)) {
 				free(o);
 				return -ENOMEM;
 			}
@@ -307,15 +308,18 @@ static int setup_conns(struct srv *v)
 		return 0;
 	MERCURY_OPTS(mercury_tag_opts, to, .source = v->cfg->tag_source);
 	if (mercury_tagger_new(&to, &v->tagger) < 0 ||
-	    mercury_tagger_probe(v->tagger, v->L.nt) < 0) {
+	    mercury_tagger_probe(v->tagger, v->L.levels) < 0) {
 		ps_error(v->cfg, "tagger: %s", mercury_last_error());
 		return -1;
 	}
 	for (w = 0; w < v->W; w++) {
 		int fds[PS_MAX_CHANNELS];
+		unsigned int classes[PS_MAX_CHANNELS];
 		MERCURY_OPTS(mercury_chanset_opts, co, .tag_opts = &to,
-			     .chunk_size = v->L.chunk, .no_tag = true);
+			     .chunk_size = v->L.chunk, .no_tag = true,
+			     .classes = classes);
 
+		ps_mercury_classes(classes, v->C, v->L.levels);
 		for (i = 0; i < v->C; i++) {
 			fds[i] = v->conns[w * v->C + i].fd;
 			v->conns[w * v->C + i].cs_idx = i;
@@ -327,6 +331,7 @@ static int setup_conns(struct srv *v)
 		}
 		for (i = 0; i < v->C; i++)
 			v->conns[w * v->C + i].cs = v->cs[w];
+		ps_msend_init(&v->ms[w], v->cs[w], &v->cptr[w * v->C], v->cfg->inflight);
 	}
 	return 0;
 }
@@ -338,9 +343,9 @@ static bool queues_empty(const struct srv *v)
 	for (i = 0; i < v->W * v->C; i++)
 		if (v->conns[i].head)
 			return false;
-	if (v->heap)
+	if (v->ms)
 		for (i = 0; i < v->W; i++)
-			if (v->heap[i].n)
+			if (v->ms[i].heap.n)
 				return false;
 	return true;
 }
@@ -355,7 +360,7 @@ static bool worker_done(const struct srv *v, int w)
 	for (i = 0; i < v->C; i++)
 		if (v->conns[w * v->C + i].head)
 			return false;
-	return !v->heap || !v->heap[w].n;
+	return !v->ms || !v->ms[w].heap.n;
 }
 
 static const char *rx_err(int err)
@@ -392,22 +397,23 @@ static int serve(struct srv *v)
 	if (!pfd)
 		return 1;
 	for (;;) {
-		bool blocked = false;
-		int64_t now;
-		int wait_ms;
+		int64_t now = ps_now_ns(), wake = 0, wait_ns;
+		struct timespec ts;
 
 		if (v->cfg->scheme == PS_MERCURY) {
 			for (i = 0; i < v->W; i++) {
+				struct ps_msend *m = &v->ms[i];
 				struct ps_conn *bad = NULL;
-				bool b;
 
-				ret = ps_dispatch_mercury(&v->heap[i], &v->cptr[i * v->C],
-							  v->cs[i], v->cfg->inflight, &b, &bad);
-				if (ret < 0) {
-					free(pfd);
-					return peer_failed(v, bad ? bad : &v->conns[i * v->C], ret);
+				if (ps_msend_due(m, now)) {
+					ret = ps_dispatch_mercury(m, now, &bad);
+					if (ret < 0) {
+						free(pfd);
+						return peer_failed(v, bad ? bad : &v->conns[i * v->C], ret);
+					}
 				}
-				blocked |= b;
+				if (m->wake_ns && (!wake || m->wake_ns < wake))
+					wake = m->wake_ns;
 			}
 		}
 		if (!finished && v->aggregated == v->target && queues_empty(v))
@@ -440,10 +446,15 @@ static int serve(struct srv *v)
 			free(pfd);
 			return 1;
 		}
-		wait_ms = (int)((last + tmo - now) / 1000000) + 1;
-		if (blocked && wait_ms > 1)
-			wait_ms = 1;
-		ret = poll(pfd, n, wait_ms);
+		wait_ns = last + tmo - now + 1000000;
+		/* a blocked sender has no event to wait for: its own time */
+		if (wake && wake - now < wait_ns)
+			wait_ns = wake - now;
+		if (wait_ns < 0)
+			wait_ns = 0;
+		ts.tv_sec = wait_ns / 1000000000;
+		ts.tv_nsec = wait_ns % 1000000000;
+		ret = ppoll(pfd, n, &ts, NULL);
 		if (ret < 0 && errno != EINTR) {
 			ps_error(v->cfg, "poll: %s", strerror(errno));
 			free(pfd);
@@ -497,6 +508,8 @@ static void report(const struct srv *v)
 		json_object_object_add(o, "server_id", json_object_new_int(v->s));
 		json_object_object_add(o, "scheme", json_object_new_string(ps_scheme_name(v->cfg->scheme)));
 		json_object_object_add(o, "chunks_aggregated", json_object_new_int64(v->aggregated));
+		if (v->cfg->scheme == PS_MERCURY)
+			ps_msend_report(o, v->ms, v->W);
 		json_object_object_add(o, "bytes_in", json_object_new_int64(in));
 		json_object_object_add(o, "bytes_out", json_object_new_int64(out));
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
@@ -538,9 +551,9 @@ int ps_server_main(struct ps_cfg *cfg)
 	v.cptr = calloc(v.W * v.C, sizeof(*v.cptr));
 	v.cs = calloc(v.W, sizeof(*v.cs));
 	if (cfg->scheme == PS_MERCURY)
-		v.heap = calloc(v.W, sizeof(*v.heap));
+		v.ms = calloc(v.W, sizeof(*v.ms));
 	if (!v.poff || !v.param || !v.sum || !v.count || !v.seen || !v.pushed ||
-	    !v.conns || !v.cptr || !v.cs || (cfg->scheme == PS_MERCURY && !v.heap)) {
+	    !v.conns || !v.cptr || !v.cs || (cfg->scheme == PS_MERCURY && !v.ms)) {
 		ps_error(cfg, "out of memory");
 		goto out;
 	}
@@ -559,18 +572,13 @@ out:
 				ps_conn_close(&v.conns[i]);
 	for (i = 0; v.cs && i < v.W; i++)
 		mercury_chanset_free(v.cs[i]);
-	for (i = 0; v.heap && i < v.W; i++) {
-		struct ps_out *o;
-
-		while ((o = ps_heap_pop(&v.heap[i])))
-			free(o);
-		free(v.heap[i].v);
-	}
+	for (i = 0; v.ms && i < v.W; i++)
+		ps_heap_free(&v.ms[i].heap);
 	mercury_tagger_free(v.tagger);
 	if (v.lfd >= 0)
 		close(v.lfd);
 	free(v.poff); free(v.param); free(v.sum); free(v.count); free(v.seen);
-	free(v.pushed); free(v.conns); free(v.cptr); free(v.cs); free(v.heap);
+	free(v.pushed); free(v.conns); free(v.cptr); free(v.cs); free(v.ms);
 	ps_layout_free(&v.L);
 	return rc;
 }

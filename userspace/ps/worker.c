@@ -48,7 +48,8 @@ struct wrk {
 	struct ps_conn *conns;
 	struct ps_conn **cptr;
 	struct mercury_chanset **cs;
-	struct ps_heap *heap;		/* mercury: per server; bytesched: [0] */
+	struct ps_msend *ms;		/* mercury: per server */
+	struct ps_heap *heap;		/* bytesched: [0] */
 	struct mercury_tagger *tagger;
 	uint64_t inflight, seq;		/* bytesched: bytes in flight */
 	uint64_t *inflight_tag;		/* bytesched: per tensor */
@@ -136,7 +137,8 @@ static int release(struct wrk *v, int t)
 
 			if (!len)
 				continue;
-			o = ps_out_new(t, T->rank, v->L.hi[k] - v->L.lo[k],
+			o = ps_out_new(t, v->cfg->scheme == PS_MERCURY ? T->level : T->rank,
+				       v->L.hi[k] - v->L.lo[k],
 				       (uint64_t)c * v->L.chunk,
 				       (uint8_t *)v->grad + T->off + v->L.lo[k] +
 				       (uint64_t)c * v->L.chunk, len);
@@ -146,7 +148,7 @@ static int release(struct wrk *v, int t)
 			o->key = (uint64_t)T->rank << 40 | (v->seq++ & ((1ull << 40) - 1));
 			switch (v->cfg->scheme) {
 			case PS_MERCURY:
-				if (ps_heap_push(&v->heap[s], o))
+				if (ps_heap_push(&v->ms[s].heap, o))
 					goto nomem;
 				continue;
 			case PS_BYTESCHED:
@@ -325,7 +327,7 @@ static int connect_all(struct wrk *v)
 	MERCURY_OPTS(mercury_tag_opts, to, .source = v->cfg->tag_source);
 	if (v->cfg->scheme == PS_MERCURY &&
 	    (mercury_tagger_new(&to, &v->tagger) < 0 ||
-	     mercury_tagger_probe(v->tagger, v->L.nt) < 0)) {
+	     mercury_tagger_probe(v->tagger, v->L.levels) < 0)) {
 		ps_error(v->cfg, "tagger: %s", mercury_last_error());
 		return -1;
 	}
@@ -374,9 +376,12 @@ static int connect_all(struct wrk *v)
 			v->cptr[s * v->C + i] = c;
 		}
 		if (v->cfg->scheme == PS_MERCURY) {
+			unsigned int classes[PS_MAX_CHANNELS];
 			MERCURY_OPTS(mercury_chanset_opts, co, .tag_opts = &to,
-				     .chunk_size = v->L.chunk, .no_tag = true);
+				     .chunk_size = v->L.chunk, .no_tag = true,
+				     .classes = classes);
 
+			ps_mercury_classes(classes, v->C, v->L.levels);
 			if (mercury_chanset_new(fds, v->C, &co, &v->cs[s]) < 0) {
 				ps_error(v->cfg, "channel set: %s", mercury_last_error());
 				return -1;
@@ -385,6 +390,8 @@ static int connect_all(struct wrk *v)
 				v->conns[s * v->C + i].cs = v->cs[s];
 				v->conns[s * v->C + i].cs_idx = i;
 			}
+			ps_msend_init(&v->ms[s], v->cs[s], &v->cptr[s * v->C],
+				      v->cfg->inflight);
 		}
 	}
 	/* tag only after the hellos (untagged, a few bytes) went out */
@@ -424,21 +431,24 @@ static unsigned int inflight_min_tag(const struct wrk *v)
 	return best;
 }
 
-static int dispatch(struct wrk *v, bool *blocked)
+/* *wake: when a blocked Mercury sender looks again (0: none blocked). */
+static int dispatch(struct wrk *v, int64_t now, int64_t *wake)
 {
 	int s, ret;
 
-	*blocked = false;
+	*wake = 0;
 	if (v->cfg->scheme == PS_MERCURY) {
 		for (s = 0; s < v->S; s++) {
+			struct ps_msend *m = &v->ms[s];
 			struct ps_conn *bad = NULL;
-			bool b;
 
-			ret = ps_dispatch_mercury(&v->heap[s], &v->cptr[s * v->C], v->cs[s],
-						  v->cfg->inflight, &b, &bad);
-			if (ret < 0)
-				return peer_failed(v, bad ? bad : &v->conns[s * v->C], ret);
-			*blocked |= b;
+			if (ps_msend_due(m, now)) {
+				ret = ps_dispatch_mercury(m, now, &bad);
+				if (ret < 0)
+					return peer_failed(v, bad ? bad : &v->conns[s * v->C], ret);
+			}
+			if (m->wake_ns && (!*wake || m->wake_ns < *wake))
+				*wake = m->wake_ns;
 		}
 	} else if (v->cfg->scheme == PS_BYTESCHED) {
 		struct ps_out *o;
@@ -480,9 +490,8 @@ static int run(struct wrk *v)
 	v->ph = FWD;
 	v->call = -1;
 	for (;;) {
-		int64_t now = ps_now_ns(), deadline, wait_ns;
+		int64_t now = ps_now_ns(), deadline, wait_ns, wake;
 		struct timespec ts;
-		bool blocked;
 
 		ret = advance(v, now, &deadline);
 		if (ret) {
@@ -492,7 +501,7 @@ static int run(struct wrk *v)
 		}
 		if (v->ph == DONE)
 			break;
-		ret = dispatch(v, &blocked);
+		ret = dispatch(v, now, &wake);
 		if (ret) {
 			free(pfd);
 			return ret;
@@ -519,8 +528,9 @@ static int run(struct wrk *v)
 		wait_ns = v->last_net + tmo - now;
 		if (deadline && deadline - now < wait_ns)
 			wait_ns = deadline - now;
-		if (blocked && wait_ns > 1000000)
-			wait_ns = 1000000;
+		/* a blocked sender has no event to wait for: its own time */
+		if (wake && wake - now < wait_ns)
+			wait_ns = wake - now;
 		if (wait_ns < 0)
 			wait_ns = 0;
 		ts.tv_sec = wait_ns / 1000000000;
@@ -606,15 +616,8 @@ static void report(const struct wrk *v, uint64_t bad, const char *first)
 			v->stall_ns / 1e6 / (v->N - 1)));
 		json_object_object_add(o, "bytes_out", json_object_new_int64(out));
 		json_object_object_add(o, "bytes_in", json_object_new_int64(in));
-		if (v->cfg->scheme == PS_MERCURY) {
-			struct mercury_chanset_stats st;
-			uint64_t inv = 0;
-
-			for (i = 0; i < v->S; i++)
-				if (!mercury_chanset_get_stats(v->cs[i], &st, sizeof(st)))
-					inv += st.inversions;
-			json_object_object_add(o, "inversions", json_object_new_int64(inv));
-		}
+		if (v->cfg->scheme == PS_MERCURY)
+			ps_msend_report(o, v->ms, v->S);
 		json_object_object_add(o, "verified", json_object_new_boolean(!bad));
 		json_object_object_add(o, "mismatches", json_object_new_int64(bad));
 		if (bad)
@@ -669,11 +672,12 @@ int ps_worker_main(struct ps_cfg *cfg)
 	v.cptr = calloc(v.S * v.C, sizeof(*v.cptr));
 	v.cs = calloc(v.S, sizeof(*v.cs));
 	v.heap = calloc(v.S, sizeof(*v.heap));
+	v.ms = calloc(v.S, sizeof(*v.ms));
 	v.bwd_ends = calloc(v.N, sizeof(*v.bwd_ends));
 	v.inflight_tag = calloc(v.L.nt, sizeof(*v.inflight_tag));
 	if (!v.grad || !v.param || !v.tchunks || !v.pulled_cnt || !v.pulled_iter ||
 	    !v.pushed_iter || !v.home_ns || !v.rel_order || !v.gate_first ||
-	    !v.gate_list || !v.conns || !v.cptr || !v.cs || !v.heap || !v.bwd_ends || !v.inflight_tag) {
+	    !v.gate_list || !v.conns || !v.cptr || !v.cs || !v.heap || !v.ms || !v.bwd_ends || !v.inflight_tag) {
 		ps_error(cfg, "out of memory");
 		goto out;
 	}
@@ -731,18 +735,15 @@ out:
 				ps_conn_close(&v.conns[i]);
 	for (s = 0; v.cs && s < v.S; s++)
 		mercury_chanset_free(v.cs[s]);
-	for (s = 0; v.heap && s < v.S; s++) {
-		struct ps_out *o;
-
-		while ((o = ps_heap_pop(&v.heap[s])))
-			free(o);
-		free(v.heap[s].v);
-	}
+	for (s = 0; v.heap && s < v.S; s++)
+		ps_heap_free(&v.heap[s]);
+	for (s = 0; v.ms && s < v.S; s++)
+		ps_heap_free(&v.ms[s].heap);
 	mercury_tagger_free(v.tagger);
 	free(v.grad); free(v.param); free(v.tchunks); free(v.pulled_cnt);
 	free(v.pulled_iter); free(v.pushed_iter); free(v.home_ns); free(v.rel_order);
 	free(v.gate_first); free(v.gate_list); free(v.conns); free(v.cptr);
-	free(v.cs); free(v.heap); free(v.bwd_ends); free(v.inflight_tag);
+	free(v.cs); free(v.heap); free(v.ms); free(v.bwd_ends); free(v.inflight_tag);
 	ps_layout_free(&v.L);
 	return rc;
 }

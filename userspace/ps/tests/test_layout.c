@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <cmocka.h>
 
@@ -97,7 +98,37 @@ static void test_ranks_and_bands(void **state)
 	assert_int_equal(L.t[2].band, 6);
 	assert_int_equal(L.t[1].band, 9);
 	assert_int_equal(L.t[0].band, 12);
+	/* Mercury's wire tags: 8 levels (= channels) over 5 ranks are the
+	 * ranks themselves (never more levels than tensors) */
+	assert_int_equal(L.levels, 5);
+	assert_int_equal(L.t[4].level, 1);
+	assert_int_equal(L.t[0].level, 5);
 	ps_layout_free(&L);
+	/* 2 levels: 1 + (rank - 1) * 2 / 5, the ranks in forward order */
+	cfg.levels = 2;
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(L.levels, 2);
+	assert_int_equal(L.t[4].level, 1);
+	assert_int_equal(L.t[3].level, 1);
+	assert_int_equal(L.t[2].level, 1);
+	assert_int_equal(L.t[1].level, 2);
+	assert_int_equal(L.t[0].level, 2);
+	ps_layout_free(&L);
+}
+
+static void test_classes(void **state)
+{
+	unsigned int c[8];
+
+	(void)state;
+	ps_mercury_classes(c, 8, 8);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[7], 8);
+	ps_mercury_classes(c, 4, 2);
+	assert_int_equal(c[0], 1);
+	assert_int_equal(c[1], 1);
+	assert_int_equal(c[2], 2);
+	assert_int_equal(c[3], 2);
 }
 
 static void test_bytes_scale(void **state)
@@ -331,6 +362,153 @@ static void test_partial_io(void **state)
 	free(dst);
 }
 
+/*
+ * Mercury's sender on AF_UNIX pairs whose peers do not read: everything
+ * written stays queued (and, without SIOCOUTQNSD, counts as unsent), so
+ * the channel set's view is exact.
+ */
+struct sender_fix {
+	int sv[2][2];
+	struct ps_conn conn[2], *cptr[2];
+	struct mercury_chanset *cs;
+	struct ps_msend m;
+	uint8_t payload[1000];
+};
+
+static void sender_setup(struct sender_fix *f, int n, uint64_t cap)
+{
+	unsigned int classes[2];
+	int fds[2], i;
+	MERCURY_OPTS(mercury_chanset_opts, co, .no_tag = true,
+		     .classes = classes);
+
+	memset(f, 0, sizeof(*f));
+	for (i = 0; i < n; i++) {
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f->sv[i]), 0);
+		assert_int_equal(ps_set_nonblock(f->sv[i][0]), 0);
+		fds[i] = f->sv[i][0];
+		f->conn[i].fd = f->sv[i][0];
+		f->conn[i].cs_idx = i;
+		f->cptr[i] = &f->conn[i];
+	}
+	ps_mercury_classes(classes, n, n);
+	assert_int_equal(mercury_chanset_new(fds, n, &co, &f->cs), 0);
+	for (i = 0; i < n; i++)
+		f->conn[i].cs = f->cs;
+	ps_msend_init(&f->m, f->cs, f->cptr, cap);
+}
+
+static void sender_push(struct sender_fix *f, unsigned int tag, int k)
+{
+	static uint64_t seq;
+	int i;
+
+	for (i = 0; i < k; i++) {
+		struct ps_out *o = ps_out_new(7, tag, sizeof(f->payload), 0,
+					      f->payload, sizeof(f->payload));
+
+		assert_non_null(o);
+		o->key = (uint64_t)tag << 40 | seq++;
+		assert_int_equal(ps_heap_push(&f->m.heap, o), 0);
+	}
+}
+
+static int readable(int fd)
+{
+	int n = -1;
+
+	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+	return n;
+}
+
+static void sender_free(struct sender_fix *f, int n)
+{
+	int i;
+
+	ps_heap_free(&f->m.heap);
+	mercury_chanset_free(f->cs);
+	for (i = 0; i < n; i++) {
+		ps_conn_close(&f->conn[i]);
+		close(f->sv[i][1]);
+	}
+}
+
+static void test_sender_cap_and_reuse(void **state)
+{
+	const int fr = MERCURY_FRAME_HDR_LEN + 1000;
+	struct sender_fix f;
+	struct ps_conn *bad = NULL;
+	int64_t now = ps_now_ns();
+	char sink[65536];
+
+	(void)state;
+	sender_setup(&f, 2, 3000);
+	/* tag 2 prefers connection 1 (class 2); three frames reach the
+	 * 3000-byte cap with one pick and one SIOCOUTQ reading */
+	sender_push(&f, 2, 10);
+	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
+	assert_int_equal(readable(f.sv[1][1]), 3 * fr);
+	assert_int_equal(readable(f.sv[0][1]), 0);
+	assert_int_equal(f.m.frames, 3);
+	assert_int_equal(f.m.picks, 1);
+	assert_int_equal(f.m.queries, 1);
+	assert_int_equal(f.m.cap_blocks, 1);
+	assert_true(f.m.wake_ns > now);
+	/* blocked: nothing to do until the wake time or a new top */
+	assert_false(ps_msend_due(&f.m, now));
+	assert_true(ps_msend_due(&f.m, f.m.wake_ns));
+	/* a more urgent frame goes to connection 0 at once: connection 1
+	 * holds unsent tag-2 bytes, which tagging it would re-tag */
+	sender_push(&f, 1, 1);
+	assert_true(ps_msend_due(&f.m, now));
+	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
+	assert_int_equal(readable(f.sv[0][1]), fr);
+	assert_int_equal(readable(f.sv[1][1]), 3 * fr);
+	assert_int_equal(f.m.frames, 4);
+	assert_int_equal(f.m.picks, 3);	/* tag 1, then tag 2 again */
+	assert_int_equal(f.m.cap_blocks, 2);
+	assert_int_equal(f.m.inversions, 0);
+	/* the peer reads: one reading of connection 1, then two frames */
+	assert_int_equal(read(f.sv[1][1], sink, sizeof(sink)), 3 * fr);
+	assert_int_equal(ps_dispatch_mercury(&f.m, f.m.wake_ns, &bad), 0);
+	assert_int_equal(readable(f.sv[1][1]), 3 * fr);
+	assert_int_equal(f.m.picks, 3);
+	assert_int_equal(f.m.queries, 4);
+	assert_int_equal(f.m.frames, 7);
+	assert_int_equal(f.m.heap.n, 4);
+	sender_free(&f, 2);
+}
+
+static void test_sender_never_retags(void **state)
+{
+	const int fr = MERCURY_FRAME_HDR_LEN + 1000;
+	struct sender_fix f;
+	struct ps_conn *bad = NULL;
+	int64_t now = ps_now_ns();
+	char sink[65536];
+
+	(void)state;
+	sender_setup(&f, 1, 1 << 20);
+	sender_push(&f, 3, 1);
+	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
+	assert_int_equal(readable(f.sv[0][1]), fr);
+	/* the only connection holds unsent tag-3 bytes: the tag-1 frame
+	 * waits in the heap (try_pick's -EAGAIN) instead of re-tagging them */
+	sender_push(&f, 1, 1);
+	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
+	assert_int_equal(readable(f.sv[0][1]), fr);
+	assert_int_equal(f.m.eagain_blocks, 1);
+	assert_int_equal(f.m.heap.n, 1);
+	assert_true(f.m.wake_ns > now);
+	/* once they are gone, it goes */
+	assert_int_equal(read(f.sv[0][1], sink, sizeof(sink)), fr);
+	assert_int_equal(ps_dispatch_mercury(&f.m, f.m.wake_ns, &bad), 0);
+	assert_int_equal(readable(f.sv[0][1]), fr);
+	assert_int_equal(f.m.heap.n, 0);
+	assert_int_equal(f.m.wake_ns, 0);
+	sender_free(&f, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -343,6 +521,9 @@ int main(void)
 		cmocka_unit_test(test_expected_values),
 		cmocka_unit_test(test_heap_order),
 		cmocka_unit_test(test_partial_io),
+		cmocka_unit_test(test_classes),
+		cmocka_unit_test(test_sender_cap_and_reuse),
+		cmocka_unit_test(test_sender_never_retags),
 	};
 
 	return cmocka_run_group_tests_name("ps_layout", tests, NULL, NULL);
