@@ -47,11 +47,22 @@ counters_add_up() {
 
 received() { python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' $R; }
 
+# overflow TOTAL MERCURY-OPTIONS... -- SEND-ARGS...: send TOTAL packets
+# through mercury on the slow link and wait until it drained; $got is the
+# number that arrived.
+overflow() {
+	local total=$1 opts=()
+	shift
+	while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+	shift
+	setup_tbf 2mbit mercury "${opts[@]}"
+	run_traffic $R "$total" "$@"
+	wait_backlog_zero veth0 10:
+	got=$(received)
+}
+
 # --- packet limit ---------------------------------------------------------
-setup_tbf 2mbit mercury limit 40
-run_traffic $R 160 --burst lo:10:140 --burst hi:1:20
-wait_backlog_zero veth0 10:
-got=$(received)
+overflow 160 limit 40 -- --burst lo:10:140 --burst hi:1:20
 ktap_check "limit: every urgent packet arrives" check count --rec $R --urgent hi --count 20
 ktap_check "limit: drops happened and only less urgent" \
 	test "$(class_stat drops 10)" -gt 0 -a "$(class_stat drops 1)" = 0
@@ -67,10 +78,7 @@ ktap_check "limit: inversions_avoided counts the urgent packets" \
 teardown_qdisc
 
 # --- memory limit ---------------------------------------------------------
-setup_tbf 2mbit mercury memory_limit 100kb
-run_traffic $R 160 --burst lo:10:140 --burst hi:1:20
-wait_backlog_zero veth0 10:
-got=$(received)
+overflow 160 memory_limit 100kb -- --burst lo:10:140 --burst hi:1:20
 ktap_check "memory_limit: every urgent packet arrives" check count --rec $R --urgent hi --count 20
 ktap_check "memory_limit: drops counted as memory drops" \
 	test "$(qdisc_stat veth0 10: drops_memory)" -gt 0 -a "$(qdisc_stat veth0 10: drops_limit)" = 0
@@ -79,10 +87,7 @@ ktap_check "memory_limit: memory_usage back to 0" test "$(qdisc_stat veth0 10: m
 teardown_qdisc
 
 # --- a more urgent packet is never dropped for a less urgent one ----------
-setup_tbf 2mbit mercury limit 30
-run_traffic $R 95 --burst hi:1:25 --burst lo:10:70
-wait_backlog_zero veth0 10:
-got=$(received)
+overflow 95 limit 30 -- --burst hi:1:25 --burst lo:10:70
 ktap_check "full of urgent: arriving less urgent packets are the ones dropped" \
 	test "$(class_stat drops 1)" = 0 -a "$(class_stat drops 10)" -gt 0
 ktap_check "full of urgent: every urgent packet arrives" check count --rec $R --urgent hi --count 25
@@ -92,11 +97,8 @@ teardown_qdisc
 # --- tail drop inside a mixed flow rebuilds its urgency -------------------
 # One flow queues tag 5 packets then one tag 2 packet per round; the
 # limit drops the flow's tail, which has to restore the flow's level.
-setup_tbf 2mbit mercury limit 20
-run_traffic $R 175 --burst m:5:30 --burst m:2:1 --burst m:5:30 --burst m:2:1 \
+overflow 175 limit 20 -- --burst m:5:30 --burst m:2:1 --burst m:5:30 --burst m:2:1 \
 	--burst o:1:15 --burst m:6:98
-wait_backlog_zero veth0 10:
-got=$(received)
 ktap_check "mixed flow drops: order inside the flow kept" check in-flow-order --rec $R
 ktap_check "mixed flow drops: counters exact" counters_add_up 175 "$got"
 ktap_check "mixed flow drops: urgent flow complete" check count --rec $R --urgent o --count 15
