@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,21 @@ int64_t ps_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int ps_poll_ns(struct pollfd *pfd, unsigned int n, int64_t wait_ns)
+{
+	struct timespec ts;
+	int ret;
+
+	if (wait_ns < 0)
+		wait_ns = 0;
+	ts.tv_sec = wait_ns / 1000000000;
+	ts.tv_nsec = wait_ns % 1000000000;
+	ret = ppoll(pfd, n, &ts, NULL);
+	if (ret < 0)
+		return errno == EINTR ? 0 : -errno;
+	return ret;
 }
 
 void ps_error(const struct ps_cfg *cfg, const char *fmt, ...)

@@ -241,6 +241,10 @@ void ps_msend_report(struct json_object *o, const struct ps_msend *m, int n);
 
 /* Time */
 int64_t ps_now_ns(void);
+/* ppoll() for at most wait_ns (negative: 0); 0 when interrupted, -errno
+ * on failure, else the number of ready descriptors. */
+struct pollfd;
+int ps_poll_ns(struct pollfd *pfd, unsigned int n, int64_t wait_ns);
 
 /* Errors: print "mercury-ps: ..." (or {"error": ...} with -j). */
 void ps_error(const struct ps_cfg *cfg, const char *fmt, ...)

@@ -398,7 +398,6 @@ static int serve(struct srv *v)
 		return 1;
 	for (;;) {
 		int64_t now = ps_now_ns(), wake = 0, wait_ns;
-		struct timespec ts;
 
 		if (v->cfg->scheme == PS_MERCURY) {
 			for (i = 0; i < v->W; i++) {
@@ -450,13 +449,9 @@ static int serve(struct srv *v)
 		/* a blocked sender has no event to wait for: its own time */
 		if (wake && wake - now < wait_ns)
 			wait_ns = wake - now;
-		if (wait_ns < 0)
-			wait_ns = 0;
-		ts.tv_sec = wait_ns / 1000000000;
-		ts.tv_nsec = wait_ns % 1000000000;
-		ret = ppoll(pfd, n, &ts, NULL);
-		if (ret < 0 && errno != EINTR) {
-			ps_error(v->cfg, "poll: %s", strerror(errno));
+		ret = ps_poll_ns(pfd, n, wait_ns);
+		if (ret < 0) {
+			ps_error(v->cfg, "poll: %s", strerror(-ret));
 			free(pfd);
 			return 1;
 		}

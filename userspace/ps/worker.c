@@ -491,7 +491,6 @@ static int run(struct wrk *v)
 	v->call = -1;
 	for (;;) {
 		int64_t now = ps_now_ns(), deadline, wait_ns, wake;
-		struct timespec ts;
 
 		ret = advance(v, now, &deadline);
 		if (ret) {
@@ -531,13 +530,9 @@ static int run(struct wrk *v)
 		/* a blocked sender has no event to wait for: its own time */
 		if (wake && wake - now < wait_ns)
 			wait_ns = wake - now;
-		if (wait_ns < 0)
-			wait_ns = 0;
-		ts.tv_sec = wait_ns / 1000000000;
-		ts.tv_nsec = wait_ns % 1000000000;
-		ret = ppoll(pfd, n, &ts, NULL);
-		if (ret < 0 && errno != EINTR) {
-			ps_error(v->cfg, "poll: %s", strerror(errno));
+		ret = ps_poll_ns(pfd, n, wait_ns);
+		if (ret < 0) {
+			ps_error(v->cfg, "poll: %s", strerror(-ret));
 			free(pfd);
 			return 1;
 		}
