@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from tcclass import class_sent
+
 PROG = "plain.py"
 
 
@@ -130,16 +132,7 @@ def check_classes(path, expect, max_ratio):
     for e in expect:
         tag, nbytes = e.split(":")
         want[int(tag)] = int(nbytes)
-    sent = {}
-    cur = None
-    with open(path) as f:
-        for line in f:
-            w = line.split()
-            if len(w) >= 3 and w[0] == "class" and w[1] == "mercury":
-                cur = int(w[2].split(":")[1], 16)
-            elif cur is not None and w[:1] == ["Sent"]:
-                sent[cur] = int(w[1])
-                cur = None
+    sent = {minor: b for minor, (b, _) in class_sent(path).items()}
     ok = True
     for tag in sorted(set(want) | set(sent)):
         b, lo = sent.get(tag, 0), want.get(tag, 0)

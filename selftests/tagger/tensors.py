@@ -35,6 +35,8 @@ import struct
 import sys
 import time
 
+from tcclass import class_sent
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "userspace", "python"))
 mercury = None      # imported by send and recv only: check runs without it
@@ -363,16 +365,7 @@ def check_classes(man, path, chunk):
     for m in man:
         chunks = max(1, -(-m["len"] // chunk))
         want[m["tag"]] = want.get(m["tag"], 0) + m["len"] + 32 * chunks
-    sent = {}
-    cur = None
-    with open(path) as f:
-        for line in f:
-            w = line.split()
-            if len(w) >= 3 and w[0] == "class" and w[1] == "mercury":
-                cur = int(w[2].split(":")[1], 16)
-            elif cur is not None and w[:1] == ["Sent"]:
-                sent[cur] = (int(w[1]), int(w[3]))
-                cur = None
+    sent = class_sent(path)
     bad = []
     for tag in sorted(want):
         b = sent.get(tag, (0, 0))[0]
