@@ -179,26 +179,29 @@ static void start_run(struct run *r)
 	}
 }
 
-/* Every process exits 0 and every worker reports exact sums. */
+/* Every process exits 0 and every worker reports exact sums. All exits
+ * are collected first, so a failure shows what every peer said. */
 static void expect_clean(struct run *r)
 {
-	int i;
+	int wst[8], sst[8], i;
 
 	for (i = 0; i < r->W; i++) {
-		int st = reap(&r->wrk[i], 30);
-
-		if (st)
-			fprintf(stderr, "# worker %d exit %d: %s\n", i, st, slurp(r->wrk[i].err));
-		assert_int_equal(st, 0);
+		wst[i] = reap(&r->wrk[i], 30);
+		if (wst[i])
+			fprintf(stderr, "# worker %d exit %d: %s\n", i, wst[i], slurp(r->wrk[i].err));
+	}
+	for (i = 0; i < r->S; i++) {
+		sst[i] = reap(&r->srv[i], 30);
+		if (sst[i])
+			fprintf(stderr, "# server %d exit %d: %s\n", i, sst[i], slurp(r->srv[i].err));
+	}
+	for (i = 0; i < r->W; i++) {
+		assert_int_equal(wst[i], 0);
 		assert_non_null(strstr(slurp(r->wrk[i].out), "\"verified\":true"));
 		assert_non_null(strstr(slurp(r->wrk[i].out), "\"mismatches\":0"));
 	}
 	for (i = 0; i < r->S; i++) {
-		int st = reap(&r->srv[i], 30);
-
-		if (st)
-			fprintf(stderr, "# server %d exit %d: %s\n", i, st, slurp(r->srv[i].err));
-		assert_int_equal(st, 0);
+		assert_int_equal(sst[i], 0);
 		assert_non_null(strstr(slurp(r->srv[i].out), "chunks aggregated"));
 	}
 	cleanup(r->wrk, r->W);
