@@ -220,6 +220,8 @@ struct ps_msend {
 	/* blocked: the frame at the top and when to look again */
 	const struct ps_out *blocked_top;
 	int64_t wake_ns;		/* 0: not blocked */
+	/* the last dispatch stopped at a half-written frame there */
+	const struct ps_conn *waiting;
 	/* counters for the report */
 	uint64_t frames, picks, queries, cap_blocks, eagain_blocks, inversions;
 };
@@ -233,6 +235,13 @@ void ps_msend_init(struct ps_msend *m, struct mercury_chanset *cs,
 int ps_dispatch_mercury(struct ps_msend *m, int64_t now, struct ps_conn **bad);
 /* Has anything changed that a dispatch could act on? */
 bool ps_msend_due(const struct ps_msend *m, int64_t now);
+/*
+ * Could a dispatch send now? Due, and not held by a half-written frame
+ * that is still unwritten. A loop that completes such a frame itself
+ * (not through POLLOUT) must not sleep while this is true: no event would
+ * wake it.
+ */
+bool ps_msend_runnable(const struct ps_msend *m, int64_t now);
 /* Preferred tag of each of n connections for `levels` tags. */
 void ps_mercury_classes(unsigned int *classes, int n, unsigned int levels);
 /* The senders' counters, summed, as "sender" (and "inversions") in o. */

@@ -104,6 +104,11 @@ bool ps_msend_due(const struct ps_msend *m, int64_t now)
 	return now >= m->wake_ns || ps_heap_top(&m->heap) != m->blocked_top;
 }
 
+bool ps_msend_runnable(const struct ps_msend *m, int64_t now)
+{
+	return ps_msend_due(m, now) && !(m->waiting && m->waiting->head);
+}
+
 /*
  * When connection c may hold `excess` fewer bytes. SIOCOUTQ falls only
  * when ACKs come back, which no poll event reports (POLLOUT means buffer
@@ -153,6 +158,7 @@ int ps_dispatch_mercury(struct ps_msend *m, int64_t now, struct ps_conn **bad)
 
 	m->wake_ns = 0;
 	m->blocked_top = NULL;
+	m->waiting = NULL;
 	m->fresh = false;
 	while ((o = ps_heap_top(&m->heap))) {
 		struct ps_conn *c;
@@ -196,8 +202,10 @@ int ps_dispatch_mercury(struct ps_msend *m, int64_t now, struct ps_conn **bad)
 		c = m->conns[i];
 		/* a frame of ours is still half written there (frames never
 		 * interleave on one connection): POLLOUT resumes it */
-		if (c->head)
+		if (c->head) {
+			m->waiting = c;
 			return 0;
+		}
 		if (m->queued >= m->cap && !m->fresh) {
 			ret = query(m, i, NULL);	/* the bound is stale */
 			if (ret < 0)

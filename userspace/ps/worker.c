@@ -517,6 +517,11 @@ static int run(struct wrk *v)
 			pfd[i] = (struct pollfd){ .fd = c->fd, .events = POLLIN |
 						  (c->head ? POLLOUT : 0) };
 		}
+		/* the flushes above may have finished the frame a Mercury
+		 * sender stopped at: then it has work and nothing to wake it */
+		for (i = 0; v->cfg->scheme == PS_MERCURY && i < v->S; i++)
+			if (ps_msend_runnable(&v->ms[i], now))
+				wake = now;
 		now = ps_now_ns();
 		if (now - v->last_net > tmo) {
 			ps_error(v->cfg, "no data from the servers for %d s during iteration %d",
