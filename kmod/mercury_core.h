@@ -297,7 +297,7 @@ static inline u32 mercury_bucket(const struct mercury_core *c,
 }
 
 /* Queue @skb, already classified into cb->rank. No limits, no sch stats. */
-static inline void mercury_insert(struct mercury_core *c, struct sk_buff *skb)
+static __always_inline void mercury_insert(struct mercury_core *c, struct sk_buff *skb)
 {
 	u32 rank = mercury_rank_of(skb);
 	struct mercury_flow *f = &c->t.flows[mercury_bucket(c, skb, rank)];
@@ -330,7 +330,7 @@ static inline void mercury_account_out(struct mercury_core *c,
 }
 
 /* Choose the next packet in service order and unlink it. */
-static inline struct sk_buff *mercury_pick(struct mercury_core *c, u32 rank)
+static __always_inline struct sk_buff *mercury_pick(struct mercury_core *c, u32 rank)
 {
 	struct mercury_level *l = &c->t.levels[rank];
 	struct mercury_flow *f;

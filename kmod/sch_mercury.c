@@ -26,6 +26,9 @@
  *  - With the untagged class last and untagged_share > 0, untagged packets
  *    get at least that share of the bytes while tagged traffic saturates
  *    the link.
+ *  - With bypass on (the default), a packet that finds the qdisc empty
+ *    and the device free is sent by the core at once, as with pfifo_fast
+ *    and fq_codel: counted in the qdisc's statistics, not in its level's.
  *
  * Data structures, all O(1) per packet:
  *  - Levels are indexed by rank: 0 is served first. A three-level bitmap
@@ -80,6 +83,7 @@ struct mercury_config {
 	u8	untagged;	/* TC_MERCURY_UNTAGGED_* */
 	u8	share;		/* percent */
 	u8	flow_order;	/* bool */
+	u8	bypass;		/* bool: TCQ_F_CAN_BYPASS */
 };
 
 struct mercury_sched_data {
@@ -253,6 +257,7 @@ static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_LIMIT]	     = NLA_POLICY_MIN(NLA_U32, 1),
 	[TCA_MERCURY_MEMORY_LIMIT]   = NLA_POLICY_MIN(NLA_U32, 1),
 	[TCA_MERCURY_QUANTUM]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_quantum_range),
+	[TCA_MERCURY_BYPASS]	     = NLA_POLICY_MAX(NLA_U8, 1),
 };
 
 /* The policy's own messages ("integer out of range") do not say which
@@ -270,6 +275,7 @@ static const char * const mercury_option_errors[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_LIMIT]	     = KBUILD_MODNAME ": limit must be at least 1 packet",
 	[TCA_MERCURY_MEMORY_LIMIT]   = KBUILD_MODNAME ": memory_limit must be at least 1 byte",
 	[TCA_MERCURY_QUANTUM]	     = KBUILD_MODNAME ": quantum must be 256..1048576 bytes",
+	[TCA_MERCURY_BYPASS]	     = KBUILD_MODNAME ": bypass must be on or off",
 };
 
 static void mercury_name_bad_option(struct netlink_ext_ack *extack,
@@ -303,6 +309,7 @@ static const struct mercury_config mercury_defaults = {
 	.untagged	= TC_MERCURY_UNTAGGED_FIRST,
 	.share		= 0,
 	.flow_order	= 1,
+	.bypass		= 1,
 };
 
 static void mercury_tables_free(struct mercury_tables *t)
@@ -383,6 +390,8 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 		cfg->memory_limit = nla_get_u32(tb[TCA_MERCURY_MEMORY_LIMIT]);
 	if (tb[TCA_MERCURY_QUANTUM])
 		cfg->quantum = nla_get_u32(tb[TCA_MERCURY_QUANTUM]);
+	if (tb[TCA_MERCURY_BYPASS])
+		cfg->bypass = nla_get_u8(tb[TCA_MERCURY_BYPASS]);
 
 	/* Checks across options, on the configuration as it would be. */
 	if (cfg->levels > cfg->mask) {
@@ -412,6 +421,7 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	WRITE_ONCE(q->cfg.untagged, cfg->untagged);
 	WRITE_ONCE(q->cfg.share, cfg->share);
 	WRITE_ONCE(q->cfg.flow_order, cfg->flow_order);
+	WRITE_ONCE(q->cfg.bypass, cfg->bypass);
 	q->untagged_rank = cfg->untagged == TC_MERCURY_UNTAGGED_FIRST ?
 			   0 : cfg->levels;
 	q->c.nflows = cfg->flows;
@@ -474,6 +484,15 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 	} else {
 		mercury_apply_cfg(q, &cfg);
 	}
+	/* Like pfifo_fast and fq_codel: with nothing queued there is nothing
+	 * to order, so the core may hand the packet straight to the driver
+	 * (when it is the root of its tx queue), skipping enqueue, dequeue
+	 * and the per-level counters. Off, every packet is queued.
+	 */
+	if (cfg.bypass)
+		sch->flags |= TCQ_F_CAN_BYPASS;
+	else
+		sch->flags &= ~TCQ_F_CAN_BYPASS;
 
 	/* A lower limit drops the least urgent packets now. */
 	while (sch->q.qlen > q->cfg.limit ||
@@ -576,7 +595,8 @@ static int mercury_dump(struct Qdisc *sch, struct sk_buff *skb)
 	    nla_put_u32(skb, TCA_MERCURY_LIMIT, READ_ONCE(q->cfg.limit)) ||
 	    nla_put_u32(skb, TCA_MERCURY_MEMORY_LIMIT,
 			READ_ONCE(q->cfg.memory_limit)) ||
-	    nla_put_u32(skb, TCA_MERCURY_QUANTUM, READ_ONCE(q->cfg.quantum)))
+	    nla_put_u32(skb, TCA_MERCURY_QUANTUM, READ_ONCE(q->cfg.quantum)) ||
+	    nla_put_u8(skb, TCA_MERCURY_BYPASS, READ_ONCE(q->cfg.bypass)))
 		goto nla_put_failure;
 	return nla_nest_end(skb, opts);
 

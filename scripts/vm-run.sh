@@ -14,6 +14,10 @@
 # guest's dmesg lands in OUTDIR/dmesg.log. Prints one KTAP line per test
 # script result line and a dmesg check, and exits non-zero if the VM did
 # not finish, any script failed, or dmesg holds a kernel warning.
+#
+# VM_QEMU_ARGS (extra qemu options, split on blanks) and VM_APPEND (extra
+# kernel command line) let a benchmark change the emulation, e.g.
+# bench/pktgen/run.sh counts instructions with -icount.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,9 +80,9 @@ fi
 echo "vm-run: booting $kver with ${#} test script(s), results in $out"
 start=$(date +%s)
 timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
-	-accel tcg -m "$mem" -smp 2 -nographic -no-reboot \
+	-accel tcg -m "$mem" -smp 2 -nographic -no-reboot ${VM_QEMU_ARGS:-} \
 	-kernel "$kernel" -initrd "$initrd" \
-	-append "console=ttyS0 panic=-1 quiet mercury.root=$top" \
+	-append "console=ttyS0 panic=-1 quiet mercury.root=$top ${VM_APPEND:-}" \
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
 	-fsdev local,id=res,path="$out",security_model=none,multidevs=remap \

@@ -19,18 +19,19 @@ showj() { tcs -j qdisc show dev dummy0; }
 
 # defaults
 tcs qdisc add dev dummy0 root handle 1: mercury
-ktap_check "defaults shown" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; show | grep -q 'levels 1024 tag mark shift 0 mask 0xffff untagged first untagged_share 0 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum'"
+ktap_check "defaults shown" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; show | grep -q 'levels 1024 tag mark shift 0 mask 0xffff untagged first untagged_share 0 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum [0-9]*b bypass on'"
 ktap_check "defaults in JSON with raw numbers" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; showj | python3 -c '
 import json,sys
 o = json.load(sys.stdin)[0][\"options\"]
 assert o == {\"levels\": 1024, \"tag\": \"mark\", \"shift\": 0, \"mask\": 65535,
   \"untagged\": \"first\", \"untagged_share\": 0, \"flow_order\": True, \"flows\": 1024,
-  \"limit\": 10000, \"memory_limit\": 33554432, \"quantum\": o[\"quantum\"]}, o
+  \"limit\": 10000, \"memory_limit\": 33554432, \"quantum\": o[\"quantum\"],
+  \"bypass\": True}, o
 assert o[\"quantum\"] >= 3028, o'"
 tcs qdisc del dev dummy0 root
 
 # every option at once, and the printed form parses back to the same state
-all="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 33554500 quantum 9000"
+all="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 33554500 quantum 9000 bypass off"
 ktap_check "add with every option" tcs qdisc add dev dummy0 root handle 1: mercury $all
 printed=$(show | sed -n 's/.*mercury 1: root refcnt [0-9]* //p')
 log "printed: $printed"
@@ -81,6 +82,7 @@ bad "memory_limit 0" 2 "memory_limit" memory_limit 0
 bad "memory_limit junk" 1 "memory_limit" memory_limit 12zz
 bad "quantum 100" 2 "quantum" quantum 100
 bad "quantum 2mb" 2 "quantum" quantum 2mb
+bad "bypass sometimes" 1 "bypass" bypass sometimes
 bad "unknown option" 1 "unknown parameter" colour blue
 bad "missing value" 255 "not complete" levels
 tcs qdisc del dev dummy0 root
@@ -89,6 +91,36 @@ tcs qdisc del dev dummy0 root
 err=$(tcs qdisc add dev dummy0 root handle 1: mercury levels 0 2>&1)
 rc=$?
 ktap_check "bad add fails with 2 and creates nothing" test $rc = 2 -a -z "$(show | grep mercury)"
+
+# bypass: dummy0 is never busy, so with bypass on (the default) every
+# packet finds the qdisc empty and the core sends it at once, counted by
+# the qdisc but not by its level; with bypass off every packet is queued.
+send_udp() {	# send_udp COUNT PRIORITY
+	$IP netns exec $NS_S python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, int(sys.argv[2]))
+for _ in range(int(sys.argv[1])):
+    s.sendto(b"x" * 100, ("10.77.0.2", 9))' "$@"
+}
+level_sent() {	# packets the level's class sent, 0 when it has no class
+	local n
+	n=$(tcs -s class show dev dummy0 classid "1:$1" | sed -n 's/^ *Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p')
+	echo "${n:-0}"
+}
+$IP netns exec $NS_S sysctl -qw net.ipv6.conf.dummy0.disable_ipv6=1
+$IP -n $NS_S addr add 10.77.0.1/24 dev dummy0
+tcs qdisc add dev dummy0 root handle 1: mercury levels 8 tag priority
+send_udp 40 3
+log "bypass on: qdisc sent $(qdisc_stat dummy0 1: packets), level 3 sent $(level_sent 3)"
+ktap_check "bypass on: an idle root sends packets past the queue" \
+	test "$(qdisc_stat dummy0 1: packets)" = 40 -a "$(level_sent 3)" = 0
+tcs qdisc change dev dummy0 root handle 1: mercury bypass off
+send_udp 40 3
+log "bypass off: qdisc sent $(qdisc_stat dummy0 1: packets), level 3 sent $(level_sent 3)"
+ktap_check "bypass off: every packet is queued and counted by its level" \
+	test "$(qdisc_stat dummy0 1: packets)" = 80 -a "$(level_sent 3)" = 40
+tcs qdisc del dev dummy0 root
 
 # largest configuration
 ktap_check "levels 65536 flows 65536" tcs qdisc add dev dummy0 root handle 1: mercury levels 65536 mask 0x1ffff flows 65536

@@ -26,6 +26,7 @@ static void mercury_explain(void)
 		"                   [ untagged { first | last } ] [ untagged_share PERCENT ]\n"
 		"                   [ flow_order { on | off } ] [ flows NUMBER ]\n"
 		"                   [ limit PACKETS ] [ memory_limit BYTES ] [ quantum BYTES ]\n"
+		"                   [ bypass { on | off } ]\n"
 		"Tag = (mark or priority >> shift) & mask; tag 1 is the most urgent,\n"
 		"tag 0 and tags above levels are untagged.\n");
 }
@@ -57,8 +58,8 @@ static int mercury_parse_opt(struct qdisc_util *qu, int argc, char **argv,
 	bool set_levels = false, set_mask = false, set_flows = false;
 	bool set_limit = false, set_memory = false, set_quantum = false;
 	bool set_source = false, set_shift = false, set_untagged = false;
-	bool set_share = false, set_order = false;
-	__u8 source, shift, untagged, share, order;
+	bool set_share = false, set_order = false, set_bypass = false;
+	__u8 source, shift, untagged, share, order, bypass;
 	struct rtattr *tail;
 
 	while (argc > 0) {
@@ -119,6 +120,11 @@ static int mercury_parse_opt(struct qdisc_util *qu, int argc, char **argv,
 			if (get_size(&quantum, *argv))
 				return mercury_bad("quantum", *argv);
 			set_quantum = true;
+		} else if (strcmp(*argv, "bypass") == 0) {
+			NEXT_ARG();
+			if (mercury_get_choice(&bypass, *argv, "off", "on"))
+				return mercury_bad("bypass", *argv);
+			set_bypass = true;
 		} else {
 			if (strcmp(*argv, "help") != 0)
 				fprintf(stderr,
@@ -154,6 +160,8 @@ static int mercury_parse_opt(struct qdisc_util *qu, int argc, char **argv,
 		addattr32(n, 1024, TCA_MERCURY_MEMORY_LIMIT, memory_limit);
 	if (set_quantum)
 		addattr32(n, 1024, TCA_MERCURY_QUANTUM, quantum);
+	if (set_bypass)
+		addattr8(n, 1024, TCA_MERCURY_BYPASS, bypass);
 	addattr_nest_end(n, tail);
 	return 0;
 }
@@ -192,6 +200,20 @@ static void mercury_print_exact_size(const char *key, __u32 v)
 	print_uint(PRINT_JSON, key, NULL, v);
 }
 
+/* An on/off option: a word in text, a boolean in JSON. */
+static void mercury_print_switch(struct rtattr *tb[], int type,
+				 const char *key)
+{
+	char fmt[32];
+
+	if (!tb[type])
+		return;
+	snprintf(fmt, sizeof(fmt), "%s %%s ", key);
+	print_string(PRINT_FP, NULL, fmt,
+		     mercury_rta_u8(tb, type) ? "on" : "off");
+	print_bool(PRINT_JSON, key, NULL, mercury_rta_u8(tb, type));
+}
+
 static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 			     struct rtattr *opt)
 {
@@ -227,13 +249,7 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 	if (tb[TCA_MERCURY_UNTAGGED_SHARE])
 		print_uint(PRINT_ANY, "untagged_share", "untagged_share %u ",
 			   mercury_rta_u8(tb, TCA_MERCURY_UNTAGGED_SHARE));
-	if (tb[TCA_MERCURY_FLOW_ORDER]) {
-		print_string(PRINT_FP, NULL, "flow_order %s ",
-			     mercury_rta_u8(tb, TCA_MERCURY_FLOW_ORDER) ?
-			     "on" : "off");
-		print_bool(PRINT_JSON, "flow_order", NULL,
-			   mercury_rta_u8(tb, TCA_MERCURY_FLOW_ORDER));
-	}
+	mercury_print_switch(tb, TCA_MERCURY_FLOW_ORDER, "flow_order");
 	if (tb[TCA_MERCURY_FLOWS])
 		print_uint(PRINT_ANY, "flows", "flows %u ",
 			   mercury_rta_u32(tb, TCA_MERCURY_FLOWS));
@@ -246,6 +262,7 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 	if (tb[TCA_MERCURY_QUANTUM])
 		mercury_print_exact_size("quantum",
 					 mercury_rta_u32(tb, TCA_MERCURY_QUANTUM));
+	mercury_print_switch(tb, TCA_MERCURY_BYPASS, "bypass");
 	return 0;
 }
 

@@ -22,7 +22,8 @@
 #
 # Settings (environment, or $MERCURY_OUT/perf.env): PERF_PKTS (packets per measurement, default 16000),
 # PERF_REPS (default 5), PERF_PROFILE=1 (also record perf profiles),
-# PERF_QUICK=1 (a few configurations only, for development).
+# PERF_QUICK=1 (a few configurations only, for development), PERF_ONLY=REGEX
+# (only the configurations whose name matches, for A/B runs of a change).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 . selftests/lib.sh
@@ -47,7 +48,10 @@ PROFILE_DIR=$OUT/profiles
 # Ordered by flows, then priority scheme: pktgen settings are rewritten only
 # when they change, and each rewrite costs the emulated guest milliseconds.
 configs=()
-add() { configs+=("$1|$2|$3|$4|$5|$6"); }
+add() {
+	[ -n "${PERF_ONLY:-}" ] && ! [[ $1 =~ ^(${PERF_ONLY})$ ]] && return
+	configs+=("$1|$2|$3|$4|$5|$6")
+}
 PRIOMAP="0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"
 for f in 1 64 4096; do
 	add "pfifo_fast f$f" pfifo_fast "pfifo_fast" k "$f" 3
@@ -259,7 +263,7 @@ if [ -n "${PERF_PROFILE:-}" ]; then
 	for i in "${!configs[@]}"; do
 		name=${configs[$i]%%|*}
 		case $name in
-		"pfifo_fast f64"|"skbprio f64"|"mercury l64 f64 fo-on"|"mercury l65536 f4096 fo-on") ;;
+		"pfifo_fast f64"|"skbprio f64"|"fq_codel f64"|"prio16 f64"|"mercury l64 f64 fo-on"|"mercury l65536 f4096 fo-on") ;;
 		*) continue ;;
 		esac
 		f=$PROFILE_DIR/$(echo "$name" | tr ' ' '_')
@@ -272,7 +276,7 @@ if [ -n "${PERF_PROFILE:-}" ]; then
 			sleep 0.1
 		done
 		sleep 1
-		PKTS=$((4 * PKTS)) measure "${configs[$i]}"
+		PKTS=$((40 * PKTS)) measure "${configs[$i]}"
 		kill -INT $ppid
 		wait $ppid
 		if perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none 2>/dev/null |

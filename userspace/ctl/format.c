@@ -30,11 +30,11 @@ static void mctl_print_opts_text(FILE *f, const struct mctl_opts *o)
 	mctl_sprint_size(quantum, sizeof(quantum), o->quantum);
 	fprintf(f, " levels %" PRIu32 " tag %s shift %u mask 0x%" PRIx32
 		" untagged %s untagged_share %u flow_order %s flows %" PRIu32
-		" limit %" PRIu32 " memory_limit %s quantum %s\n",
+		" limit %" PRIu32 " memory_limit %s quantum %s bypass %s\n",
 		o->levels, mctl_source_name(o->source), o->shift, o->mask,
 		mctl_untagged_name(o->untagged), o->share,
 		o->flow_order ? "on" : "off", o->flows, o->limit, mem,
-		quantum);
+		quantum, o->bypass ? "on" : "off");
 }
 
 static void mctl_level_name(char *buf, size_t len, const struct mctl_level *l)
@@ -136,6 +136,8 @@ struct json_object *mctl_qdisc_json(const struct mctl_qdisc *q,
 		mctl_json_u64(opt, "limit", q->opts.limit);
 		mctl_json_u64(opt, "memory_limit", q->opts.memory_limit);
 		mctl_json_u64(opt, "quantum", q->opts.quantum);
+		json_object_object_add(opt, "bypass",
+				       json_object_new_boolean(q->opts.bypass));
 		json_object_object_add(o, "options", opt);
 	}
 

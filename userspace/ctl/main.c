@@ -69,7 +69,7 @@ static void mctl_usage(FILE *f)
 		"OPTIONS: [levels N] [tag mark|priority] [shift BITS] [mask MASK]\n"
 		"         [untagged first|last] [untagged_share PERCENT]\n"
 		"         [flow_order on|off] [flows N] [limit PACKETS]\n"
-		"         [memory_limit BYTES] [quantum BYTES]\n"
+		"         [memory_limit BYTES] [quantum BYTES] [bypass on|off]\n"
 		"  -j, --json        JSON output; errors as {\"error\": \"...\"}\n"
 		"      --pretty      indented JSON\n"
 		"  -p, --prometheus  Prometheus text format (show, stats)\n"

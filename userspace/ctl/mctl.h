@@ -49,6 +49,7 @@ struct mctl_opts {
 	uint8_t		untagged;	/* TC_MERCURY_UNTAGGED_* */
 	uint8_t		share;		/* percent */
 	uint8_t		flow_order;	/* 0 or 1 */
+	uint8_t		bypass;		/* 0 or 1 */
 };
 
 /* One level (class) of a qdisc. */

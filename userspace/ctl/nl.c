@@ -209,6 +209,7 @@ static int mctl_put_opts(struct nl_msg *msg, const struct mctl_opts *o)
 	MCTL_PUT(TCA_MERCURY_LIMIT, 32, limit);
 	MCTL_PUT(TCA_MERCURY_MEMORY_LIMIT, 32, memory_limit);
 	MCTL_PUT(TCA_MERCURY_QUANTUM, 32, quantum);
+	MCTL_PUT(TCA_MERCURY_BYPASS, 8, bypass);
 #undef MCTL_PUT
 	return nla_nest_end(msg, nest);
 }
@@ -332,6 +333,7 @@ static void mctl_get_opts(struct nlattr *opt, struct mctl_opts *o)
 		[TCA_MERCURY_LIMIT]		= { .type = NLA_U32 },
 		[TCA_MERCURY_MEMORY_LIMIT]	= { .type = NLA_U32 },
 		[TCA_MERCURY_QUANTUM]		= { .type = NLA_U32 },
+		[TCA_MERCURY_BYPASS]		= { .type = NLA_U8 },
 	};
 	struct nlattr *tb[TCA_MERCURY_MAX + 1];
 
@@ -356,6 +358,7 @@ static void mctl_get_opts(struct nlattr *opt, struct mctl_opts *o)
 	MCTL_GET(TCA_MERCURY_LIMIT, 32, limit);
 	MCTL_GET(TCA_MERCURY_MEMORY_LIMIT, 32, memory_limit);
 	MCTL_GET(TCA_MERCURY_QUANTUM, 32, quantum);
+	MCTL_GET(TCA_MERCURY_BYPASS, 8, bypass);
 #undef MCTL_GET
 }
 

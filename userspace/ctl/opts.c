@@ -25,6 +25,7 @@ void mctl_opts_defaults(struct mctl_opts *o)
 	o->source = TC_MERCURY_TAG_MARK;
 	o->untagged = TC_MERCURY_UNTAGGED_FIRST;
 	o->flow_order = 1;
+	o->bypass = 1;
 }
 
 static int mctl_err(char *err, size_t errlen, const char *fmt, ...)
@@ -181,6 +182,10 @@ int mctl_parse_opts(int argc, char **argv, struct mctl_opts *o,
 				goto bad_range;
 			o->quantum = v;
 			o->set |= MCTL_BIT(TCA_MERCURY_QUANTUM);
+		} else if (!strcmp(name, "bypass")) {
+			if (mctl_parse_choice(val, "off", "on", &o->bypass))
+				goto bad_range;
+			o->set |= MCTL_BIT(TCA_MERCURY_BYPASS);
 		} else {
 			return mctl_err(err, errlen, "unknown option '%s'",
 					name);
@@ -205,6 +210,7 @@ bad_range:
 			{ "limit", "at least 1 packet" },
 			{ "memory_limit", "at least 1 byte (a size: 4Mb, 512kb)" },
 			{ "quantum", "256..1048576 bytes" },
+			{ "bypass", "on or off" },
 		};
 		size_t k;
 
@@ -232,6 +238,7 @@ void mctl_opts_merge(struct mctl_opts *base, const struct mctl_opts *o)
 	MCTL_TAKE(TCA_MERCURY_LIMIT, limit);
 	MCTL_TAKE(TCA_MERCURY_MEMORY_LIMIT, memory_limit);
 	MCTL_TAKE(TCA_MERCURY_QUANTUM, quantum);
+	MCTL_TAKE(TCA_MERCURY_BYPASS, bypass);
 #undef MCTL_TAKE
 	base->set |= o->set;
 }

@@ -42,6 +42,9 @@ enum {
 	TCA_MERCURY_LIMIT,		/* u32: packets */
 	TCA_MERCURY_MEMORY_LIMIT,	/* u32: bytes of skb truesize */
 	TCA_MERCURY_QUANTUM,		/* u32: bytes per round within a level */
+	TCA_MERCURY_BYPASS,		/* u8: 1 sends a packet that finds the
+					 * qdisc empty straight to the device
+					 */
 	__TCA_MERCURY_MAX
 };
 

@@ -34,12 +34,12 @@ static void test_parse_every_option(void **state)
 			 "mask", "0x1fff", "untagged", "last",
 			 "untagged_share", "15", "flow_order", "off",
 			 "flows", "2048", "limit", "777", "memory_limit", "4Mb",
-			 "quantum", "9000" };
+			 "quantum", "9000", "bypass", "off" };
 	struct mctl_opts o;
 	char err[128] = "";
 
 	(void)state;
-	assert_int_equal(mctl_parse_opts(22, argv, &o, err, sizeof(err)), 0);
+	assert_int_equal(mctl_parse_opts(24, argv, &o, err, sizeof(err)), 0);
 	assert_int_equal(o.set, MCTL_ALL_OPTS);
 	assert_int_equal(o.levels, 4096);
 	assert_int_equal(o.source, TC_MERCURY_TAG_PRIORITY);
@@ -48,6 +48,7 @@ static void test_parse_every_option(void **state)
 	assert_int_equal(o.untagged, TC_MERCURY_UNTAGGED_LAST);
 	assert_int_equal(o.share, 15);
 	assert_int_equal(o.flow_order, 0);
+	assert_int_equal(o.bypass, 0);
 	assert_int_equal(o.flows, 2048);
 	assert_int_equal(o.limit, 777);
 	assert_int_equal(o.memory_limit, 4u << 20);
@@ -291,7 +292,7 @@ static void test_text(void **state)
 	out = capture(text_all, &q, 1, 0);
 	assert_string_equal(out,
 		"qdisc mercury 1: dev eth0 root\n"
-		" levels 64 tag mark shift 0 mask 0xffff untagged last untagged_share 10 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum 3028b\n"
+		" levels 64 tag mark shift 0 mask 0xffff untagged last untagged_share 10 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum 3028b bypass on\n"
 		" sent 15308 bytes 14 pkt (dropped 1, overlimits 0 requeues 0)\n"
 		" backlog 3028b 2p\n"
 		" flows 3 levels_active 1 most_urgent 3 memory_usage 4608b\n"
@@ -322,7 +323,7 @@ static void test_text_round_trip(void **state)
 	for (tok = strtok_r(line, " ", &save); tok && argc < 32;
 	     tok = strtok_r(NULL, " ", &save))
 		argv[argc++] = tok;
-	assert_int_equal(argc, 22);
+	assert_int_equal(argc, 24);
 	assert_int_equal(mctl_parse_opts(argc, argv, &again, err, sizeof(err)), 0);
 	o = q.opts;
 	o.set = MCTL_ALL_OPTS;
@@ -353,7 +354,7 @@ static void test_json(void **state)
 		"{\"levels\":64,\"tag\":\"mark\",\"shift\":0,\"mask\":65535,"
 		"\"untagged\":\"last\",\"untagged_share\":10,\"flow_order\":true,"
 		"\"flows\":1024,\"limit\":10000,\"memory_limit\":33554432,"
-		"\"quantum\":3028}");
+		"\"quantum\":3028,\"bypass\":true}");
 	assert_true(json_object_object_get_ex(q0, "stats", &v));
 	assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
 		"{\"bytes\":15308,\"packets\":14,\"drops\":1,\"overlimits\":0,"
