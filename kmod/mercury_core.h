@@ -65,9 +65,17 @@ struct mercury_tables {
 	u64			*leaf;		/* one bit per rank */
 };
 
-/* The packet-path state: levels, their bitmap, the flow table. */
+/* The packet-path state: levels, their bitmap, the flow table.
+ *
+ * A packet that arrives to an empty qdisc is held in @solo, outside the
+ * flow table: alone, it is the next to leave whatever its flow or level,
+ * so it needs no hash, bucket, list or bitmap. The next arrival first moves
+ * it into the table. On a link that keeps up, most packets find the qdisc
+ * empty and take only this path.
+ */
 struct mercury_core {
 	struct mercury_tables	t;
+	struct sk_buff		*solo;			/* only packet queued */
 	u64			top;			/* bit per mid word */
 	u64			mid[MERCURY_MID_WORDS];	/* bit per leaf word */
 	u32			nflows;			/* buckets in t.flows */
@@ -114,11 +122,13 @@ static inline void mercury_bit_clear(struct mercury_core *c, u32 rank)
 	c->top &= ~BIT_ULL(w / 64);
 }
 
-/* Most urgent rank holding a flow, or MERCURY_NO_RANK. */
+/* Most urgent rank holding a packet, or MERCURY_NO_RANK. */
 static inline u32 mercury_first_rank(const struct mercury_core *c)
 {
 	u32 m, w;
 
+	if (c->solo)
+		return mercury_rank_of(c->solo);
 	if (!c->top)
 		return MERCURY_NO_RANK;
 	m = __ffs64(c->top);
@@ -296,12 +306,12 @@ static inline u32 mercury_bucket(const struct mercury_core *c,
 	return b;
 }
 
-/* Queue @skb, already classified into cb->rank. No limits, no sch stats. */
-static __always_inline void mercury_insert(struct mercury_core *c, struct sk_buff *skb)
+/* Put @skb, already accounted to its level, into the flow table. */
+static __always_inline void mercury_flow_insert(struct mercury_core *c,
+						struct sk_buff *skb)
 {
 	u32 rank = mercury_rank_of(skb);
 	struct mercury_flow *f = &c->t.flows[mercury_bucket(c, skb, rank)];
-	struct mercury_level *l = &c->t.levels[rank];
 
 	mercury_flow_push(f, skb);
 	if (f->qlen == 1) {
@@ -313,9 +323,34 @@ static __always_inline void mercury_insert(struct mercury_core *c, struct sk_buf
 		mercury_flow_detach(c, f);
 		mercury_flow_attach(c, f, rank);
 	}
+}
+
+/* Move the lone packet, if any, into the flow table. */
+static inline void mercury_unsolo(struct mercury_core *c)
+{
+	struct sk_buff *skb = c->solo;
+
+	if (skb) {
+		c->solo = NULL;
+		mercury_flow_insert(c, skb);
+	}
+}
+
+/* Queue @skb, already classified into cb->rank. No limits, no sch stats. */
+static __always_inline void mercury_insert(struct mercury_core *c,
+					   struct sk_buff *skb)
+{
+	struct mercury_level *l = &c->t.levels[mercury_rank_of(skb)];
+
 	l->qlen++;
 	l->backlog += qdisc_pkt_len(skb);
 	c->memory_usage += skb->truesize;
+	if (!c->solo && !c->top) {
+		c->solo = skb;
+		return;
+	}
+	mercury_unsolo(c);
+	mercury_flow_insert(c, skb);
 }
 
 /* Take a packet off its flow's level bookkeeping. No sch stats. */
@@ -329,13 +364,20 @@ static inline void mercury_account_out(struct mercury_core *c,
 	c->memory_usage -= skb->truesize;
 }
 
-/* Choose the next packet in service order and unlink it. */
+/* Choose the next packet in service order and unlink it. @rank is
+ * mercury_first_rank(), or the untagged rank when that holds a flow.
+ */
 static __always_inline struct sk_buff *mercury_pick(struct mercury_core *c, u32 rank)
 {
 	struct mercury_level *l = &c->t.levels[rank];
 	struct mercury_flow *f;
-	struct sk_buff *skb;
+	struct sk_buff *skb = c->solo;
 
+	if (skb) {
+		c->solo = NULL;
+		mercury_account_out(c, skb);
+		return skb;
+	}
 	for (;;) {
 		f = list_first_entry(&l->flows, struct mercury_flow, node);
 		if (f->deficit > 0)
@@ -356,10 +398,12 @@ static __always_inline struct sk_buff *mercury_pick(struct mercury_core *c, u32 
  */
 static inline struct sk_buff *mercury_victim(struct mercury_core *c, s64 rank)
 {
-	u32 last = mercury_last_rank(c);
 	struct mercury_flow *f;
 	struct sk_buff *skb;
+	u32 last;
 
+	mercury_unsolo(c);
+	last = mercury_last_rank(c);
 	if (last == MERCURY_NO_RANK)
 		return NULL;
 	f = list_last_entry(&c->t.levels[last].flows, struct mercury_flow,

@@ -46,6 +46,8 @@
  *    Dequeue takes the FIFO head, which is the chain head or not on it.
  *    Dropping the FIFO tail, which is always the chain tail, re-threads the
  *    packets it had unlinked; this slow path is counted in chain_rebuilds.
+ *  - A packet that finds the qdisc empty is held alone outside the flow
+ *    table, with no hash or list work; the next arrival moves it in.
  *  - No memory per queued packet beyond the skb itself.
  *  - The packet-path structure lives in mercury_core.h, so that bench/ can
  *    compile and measure the same code in userspace.
@@ -206,14 +208,17 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 	len = qdisc_pkt_len(skb);
 
 	/* Minimum share: tagged bytes earn the untagged class credit while
-	 * it waits; each untagged byte spends it.
+	 * it waits; each untagged byte spends it. (change() resets the
+	 * credit when the share changes.)
 	 */
-	if (rank == urank)
-		q->share_credit -= (s64)len * (100 - q->cfg.share);
-	else if (untagged_waits)
-		q->share_credit += (s64)len * q->cfg.share;
-	if (list_empty(&q->c.t.levels[urank].flows))
-		q->share_credit = 0;
+	if (q->cfg.share) {
+		if (rank == urank)
+			q->share_credit -= (s64)len * (100 - q->cfg.share);
+		else if (untagged_waits)
+			q->share_credit += (s64)len * q->cfg.share;
+		if (list_empty(&q->c.t.levels[urank].flows))
+			q->share_credit = 0;
+	}
 
 	l = &q->c.t.levels[mercury_rank_of(skb)];
 	_bstats_update(&l->bstats, len, 1);
@@ -482,6 +487,8 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 			mercury_insert(&q->c, skb);
 		}
 	} else {
+		if (cfg.share != q->cfg.share)
+			q->share_credit = 0;
 		mercury_apply_cfg(q, &cfg);
 	}
 	/* Like pfifo_fast and fq_codel: with nothing queued there is nothing
@@ -534,6 +541,9 @@ static void mercury_purge(struct mercury_sched_data *q)
 
 	if (!q->c.t.levels)
 		return;
+	if (q->c.solo)
+		rtnl_kfree_skbs(q->c.solo, q->c.solo);
+	q->c.solo = NULL;
 	for (i = 0; i < q->cfg.flows; i++) {
 		f = &q->c.t.flows[i];
 		if (f->head)
@@ -611,8 +621,9 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	struct tc_mercury_xstats st = {};
 
 	sch_tree_lock(sch);
-	st.flows = q->c.stat_flows;
-	st.levels_active = q->c.stat_levels;
+	/* the lone packet is one flow at one level, outside the table */
+	st.flows = q->c.stat_flows + !!q->c.solo;
+	st.levels_active = q->c.stat_levels + !!q->c.solo;
 	st.most_urgent = q->stat_most_urgent;
 	st.memory_usage = q->c.memory_usage;
 	st.drops_limit = q->stat_drops_limit;
@@ -700,6 +711,8 @@ static int mercury_dump_class_stats(struct Qdisc *sch, unsigned long cl,
 	sch_tree_lock(sch);
 	st.tag = mercury_tag_of_rank(q, rank);
 	st.flows = l->nflows;
+	if (q->c.solo && mercury_rank_of(q->c.solo) == rank)
+		st.flows++;
 	qs.backlog = l->backlog;
 	qs.drops = l->drops;
 	qlen = l->qlen;
