@@ -32,7 +32,7 @@
 # configuration once) so that drifting host load hits every qdisc alike.
 # KTAP: one result per configuration. Raw results: $MERCURY_OUT/pktgen.json.
 #
-# Settings (environment, or $MERCURY_OUT/perf.env): PERF_PKTS (packets per measurement, default 16000),
+# Settings (environment, or $MERCURY_OUT/perf.env): PERF_PKTS (packets per measurement, default 100000),
 # PERF_REPS (default 5), PERF_PROFILE=1 (also record perf profiles),
 # PERF_QUICK=1 (a few configurations only, for development), PERF_ONLY=REGEX
 # (only the configurations whose name matches, for A/B runs of a change).
@@ -43,7 +43,7 @@ cd "$(dirname "$0")/../.." || exit 1
 # The host (bench/pktgen/run.sh) passes settings in $MERCURY_OUT/perf.env:
 # the guest does not inherit the host's environment.
 [ -r "${MERCURY_OUT:-/nonexistent}/perf.env" ] && . "$MERCURY_OUT/perf.env"
-PKTS=${PERF_PKTS:-16000}
+PKTS=${PERF_PKTS:-100000}
 REPS=${PERF_REPS:-5}
 ENTRIES=16
 DEV=dummy0
@@ -328,7 +328,7 @@ if [ -n "${PERF_PROFILE:-}" ]; then
 			sleep 0.1
 		done
 		sleep 1
-		PKTS=$((40 * PKTS)) measure "${configs[$i]}"
+		PKTS=$((4 * PKTS)) measure "${configs[$i]}"
 		kill -INT $ppid
 		wait $ppid
 		if perf report -i /tmp/perf.data --stdio --sort sym 2>/dev/null |

@@ -471,8 +471,9 @@ def findings(pg, core, core_data, out):
              f"{ratio('mercury l64 f64 default', 'pfifo_fast f64')} x pfifo_fast, "
              f"{ratio('mercury l64 f64 default', 'skbprio f64')} x skbprio and "
              f"{ratio('mercury l16 f64 default', 'prio16 f64')} x prio at 16 levels. The bypass only applies where "
-             "mercury is the root of a tx queue and the queue is empty; a busy link queues, so the queueing "
-             "path below is what a saturated training link pays.")
+             "mercury is the root of a tx queue and its queue is empty. Elsewhere (under tbf or htb, or with "
+             "`bypass off`) a packet that finds the qdisc empty takes the path below; on a saturated link packets "
+             "wait in the flow table, whose cost the userspace core benchmark measures.")
     m, sk, m4 = "mercury l64 f64 fo-on", "skbprio f64", "mercury l64 f64 fo-on txq4"
     h, ld = profile_share(out, m, is_hash), profile_share(out, m, is_list_debug)
     own = profile_share(out, m, lambda s: "mercury" in s)

@@ -34,7 +34,7 @@ cd "$top"
 if [ -z "$novm" ]; then
 	make -s module tc-plugin
 	{
-		echo "PERF_PKTS=${PERF_PKTS:-16000}"
+		echo "PERF_PKTS=${PERF_PKTS:-100000}"
 		echo "PERF_REPS=${PERF_REPS:-5}"
 		echo "PERF_PROFILE=${PERF_PROFILE:-1}"
 		[ -n "$quick" ] && echo "PERF_QUICK=1" && echo "PERF_REPS=1"
