@@ -17,7 +17,7 @@
 #
 # VM_QEMU_ARGS (extra qemu options, split on blanks) and VM_APPEND (extra
 # kernel command line) let a benchmark change the emulation, e.g.
-# bench/pktgen/run.sh counts instructions with -icount.
+# bench/pktgen/run.sh boots the guest on the TSC clocksource.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -387,36 +387,36 @@ def render(args):
     return text, pg, core, sizes
 
 
-def profile_excerpt(out, name, n=12):
+def profile_lines(out, name):
+    """The sample lines of the guest's perf report of @name (CPU 0, where
+    pktgen transmits), or None without a profile."""
     path = os.path.join(out, "profiles", name.replace(" ", "_") + ".txt")
     try:
         with open(path) as f:
-            lines = [l.rstrip() for l in f if "%" in l and not l.startswith("#")]
+            return [l.rstrip() for l in f if "%" in l and not l.startswith("#")]
     except OSError:
         return None
-    return "\n".join(lines[:n])
 
 
-def profile_share(out, name, match):
-    """Percent of the non-idle samples of CPU 0 (where pktgen transmits) in
-    the symbols for which match(symbol) holds, from the guest's perf
-    report; None without a profile."""
-    path = os.path.join(out, "profiles", name.replace(" ", "_") + ".txt")
-    total = idle = 0.0
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 3 or not parts[0].endswith("%"):
-                    continue
-                pct = float(parts[0].rstrip("%"))
-                sym = parts[-1]
-                if "safe_halt" in sym or sym.endswith("_idle"):
-                    idle += pct
-                elif match(sym):
-                    total += pct
-    except (OSError, ValueError):
+def profile_share(lines, match):
+    """Percent of the non-idle samples in the symbols for which
+    match(symbol) holds; None without a profile."""
+    if lines is None:
         return None
+    total = idle = 0.0
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3 or not parts[0].endswith("%"):
+            continue
+        try:
+            pct = float(parts[0].rstrip("%"))
+        except ValueError:
+            return None
+        sym = parts[-1]
+        if "safe_halt" in sym or sym.endswith("_idle"):
+            idle += pct
+        elif match(sym):
+            total += pct
     busy = 100.0 - idle
     return 100.0 * total / busy if busy > 0 else None
 
@@ -475,9 +475,11 @@ def findings(pg, core, core_data, out):
              "`bypass off`) a packet that finds the qdisc empty takes the path below; on a saturated link packets "
              "wait in the flow table, whose cost the userspace core benchmark measures.")
     m, sk, m4 = "mercury l64 f64 fo-on", "skbprio f64", "mercury l64 f64 fo-on txq4"
-    h, ld = profile_share(out, m, is_hash), profile_share(out, m, is_list_debug)
-    own = profile_share(out, m, lambda s: "mercury" in s)
-    skown = profile_share(out, sk, lambda s: "skbprio" in s)
+    # the configurations bench/pktgen/guest.sh profiles
+    prof = {n: profile_lines(out, n) for n in (sk, m, "mercury l64 f64 default", m4)}
+    h, ld = profile_share(prof[m], is_hash), profile_share(prof[m], is_list_debug)
+    own = profile_share(prof[m], lambda s: "mercury" in s)
+    skown = profile_share(prof[sk], lambda s: "skbprio" in s)
     matrix = [pg.median(r["name"]) for r in pg.data["results"]
               if r["qdisc"] == "mercury" and "bypass off" in r["args"] and r.get("txqs", 1) == 1
               and r["flows"] == 64 and pg.median(r["name"])]
@@ -498,7 +500,7 @@ def findings(pg, core, core_data, out):
                      "is about this path. A standing queue, where levels, flows and the min chain do work, is "
                      "what the userspace core benchmark measures: the kernel holds at most one packet here, and a "
                      "device that stalls would make itself, not the qdisc, the bottleneck of a packet rate.")
-    h4 = profile_share(out, m4, is_hash)
+    h4 = profile_share(prof[m4], is_hash)
     if h4 is not None:
         w.append(f"- **On the 4-queue device** the kernel hashes every packet to pick its tx queue, before any "
                  f"qdisc ({h4:.1f}% of the busy samples, paid by every qdisc alike), as on a multiqueue NIC. "
@@ -510,9 +512,9 @@ def findings(pg, core, core_data, out):
         w.append(f"- **Noise.** pfifo_fast alone ranged {fmt_int(min(base))} .. {fmt_int(max(base))} pps over "
                  f"{len(base)} rounds ({(max(base) / min(base) - 1) * 100:.0f}% spread); a kernel verdict above is "
                  "given only when the median of per-round ratios and the best/best ratio agree.")
-    for n in ("skbprio f64", "mercury l64 f64 fo-on", "mercury l64 f64 default"):
-        ex = profile_excerpt(out, n)
-        if ex:
+    for n in (sk, m, "mercury l64 f64 default"):
+        if prof[n]:
+            ex = "\n".join(prof[n][:12])
             w.append(f"\nKernel profile of CPU 0 (perf in the guest, cpu-clock), {n}:\n\n```\n{ex}\n```")
     w.append("")
     return "\n".join(w)
