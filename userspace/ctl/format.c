@@ -64,8 +64,8 @@ void mctl_print_text(FILE *f, const struct mctl_qdisc *qs, size_t n,
 		fprintf(f, " sent %" PRIu64 " bytes %" PRIu64 " pkt (dropped %"
 			PRIu64 ", overlimits %" PRIu64 " requeues %" PRIu64
 			")\n backlog %" PRIu64 "b %" PRIu64 "p\n",
-			q->bytes, q->packets, q->drops, q->overlimits,
-			q->requeues, q->backlog, q->qlen);
+			q->c.bytes, q->c.packets, q->c.drops, q->c.overlimits,
+			q->c.requeues, q->c.backlog, q->c.qlen);
 		if (q->has_xstats)
 			fprintf(f,
 				" flows %" PRIu32 " levels_active %" PRIu32
@@ -88,8 +88,8 @@ void mctl_print_text(FILE *f, const struct mctl_qdisc *qs, size_t n,
 			fprintf(f, " level %s (class %s): sent %" PRIu64
 				" bytes %" PRIu64 " pkt dropped %" PRIu64
 				" backlog %" PRIu64 "b %" PRIu64 "p flows %"
-				PRIu32 "\n", name, cls, l->bytes, l->packets,
-				l->drops, l->backlog, l->qlen, l->flows);
+				PRIu32 "\n", name, cls, l->c.bytes, l->c.packets,
+				l->c.drops, l->c.backlog, l->c.qlen, l->flows);
 		}
 	}
 }
@@ -97,6 +97,23 @@ void mctl_print_text(FILE *f, const struct mctl_qdisc *qs, size_t n,
 static void mctl_json_u64(struct json_object *o, const char *key, uint64_t v)
 {
 	json_object_object_add(o, key, json_object_new_uint64(v));
+}
+
+/* The standard counters in tc -s -j's order; a level (class) has no
+ * overlimits or requeues of its own.
+ */
+static void mctl_counters_json(struct json_object *o,
+			       const struct mctl_counters *c, bool qdisc)
+{
+	mctl_json_u64(o, "bytes", c->bytes);
+	mctl_json_u64(o, "packets", c->packets);
+	mctl_json_u64(o, "drops", c->drops);
+	if (qdisc) {
+		mctl_json_u64(o, "overlimits", c->overlimits);
+		mctl_json_u64(o, "requeues", c->requeues);
+	}
+	mctl_json_u64(o, "backlog", c->backlog);
+	mctl_json_u64(o, "qlen", c->qlen);
 }
 
 static void mctl_json_str(struct json_object *o, const char *key,
@@ -142,13 +159,7 @@ struct json_object *mctl_qdisc_json(const struct mctl_qdisc *q,
 	}
 
 	st = json_object_new_object();
-	mctl_json_u64(st, "bytes", q->bytes);
-	mctl_json_u64(st, "packets", q->packets);
-	mctl_json_u64(st, "drops", q->drops);
-	mctl_json_u64(st, "overlimits", q->overlimits);
-	mctl_json_u64(st, "requeues", q->requeues);
-	mctl_json_u64(st, "backlog", q->backlog);
-	mctl_json_u64(st, "qlen", q->qlen);
+	mctl_counters_json(st, &q->c, true);
 	json_object_object_add(o, "stats", st);
 
 	if (q->has_xstats) {
@@ -175,11 +186,7 @@ struct json_object *mctl_qdisc_json(const struct mctl_qdisc *q,
 		mctl_sprint_handle(buf, sizeof(buf),
 				   (q->handle & 0xffff0000u) | l->minor);
 		mctl_json_str(lv, "class", buf);
-		mctl_json_u64(lv, "bytes", l->bytes);
-		mctl_json_u64(lv, "packets", l->packets);
-		mctl_json_u64(lv, "drops", l->drops);
-		mctl_json_u64(lv, "backlog", l->backlog);
-		mctl_json_u64(lv, "qlen", l->qlen);
+		mctl_counters_json(lv, &l->c, false);
 		mctl_json_u64(lv, "flows", l->flows);
 		json_object_array_add(levels, lv);
 	}
@@ -243,14 +250,14 @@ struct mctl_prom_family {
 	static uint64_t fn(const struct mctl_qdisc *q) { return (expr); }
 #define MCTL_LV(fn, expr) \
 	static uint64_t fn(const struct mctl_level *l) { return (expr); }
-MCTL_QV(mctl_q_packets, q->packets)
-MCTL_QV(mctl_q_bytes, q->bytes)
+MCTL_QV(mctl_q_packets, q->c.packets)
+MCTL_QV(mctl_q_bytes, q->c.bytes)
 MCTL_QV(mctl_q_drops_limit, q->x.drops_limit)
 MCTL_QV(mctl_q_drops_memory, q->x.drops_memory)
-MCTL_QV(mctl_q_overlimits, q->overlimits)
-MCTL_QV(mctl_q_requeues, q->requeues)
-MCTL_QV(mctl_q_backlog, q->backlog)
-MCTL_QV(mctl_q_qlen, q->qlen)
+MCTL_QV(mctl_q_overlimits, q->c.overlimits)
+MCTL_QV(mctl_q_requeues, q->c.requeues)
+MCTL_QV(mctl_q_backlog, q->c.backlog)
+MCTL_QV(mctl_q_qlen, q->c.qlen)
 MCTL_QV(mctl_q_flows, q->x.flows)
 MCTL_QV(mctl_q_levels_active, q->x.levels_active)
 MCTL_QV(mctl_q_most_urgent, q->x.most_urgent)
@@ -260,11 +267,11 @@ MCTL_QV(mctl_q_chain_rebuilds, q->x.chain_rebuilds)
 MCTL_QV(mctl_q_untagged_packets, q->x.untagged_packets)
 MCTL_QV(mctl_q_untagged_bytes, q->x.untagged_bytes)
 MCTL_QV(mctl_q_share_forced, q->x.share_forced)
-MCTL_LV(mctl_l_packets, l->packets)
-MCTL_LV(mctl_l_bytes, l->bytes)
-MCTL_LV(mctl_l_drops, l->drops)
-MCTL_LV(mctl_l_backlog, l->backlog)
-MCTL_LV(mctl_l_qlen, l->qlen)
+MCTL_LV(mctl_l_packets, l->c.packets)
+MCTL_LV(mctl_l_bytes, l->c.bytes)
+MCTL_LV(mctl_l_drops, l->c.drops)
+MCTL_LV(mctl_l_backlog, l->c.backlog)
+MCTL_LV(mctl_l_qlen, l->c.qlen)
 MCTL_LV(mctl_l_flows, l->flows)
 
 static const struct mctl_prom_family mctl_families[] = {

@@ -52,16 +52,19 @@ struct mctl_opts {
 	uint8_t		bypass;		/* 0 or 1 */
 };
 
+/* The standard counters of a qdisc or class (tc -s), as libnl parses them. */
+struct mctl_counters {
+	uint64_t	packets, bytes;		/* sent */
+	uint64_t	drops, overlimits, requeues;	/* packets */
+	uint64_t	backlog, qlen;		/* bytes, packets queued */
+};
+
 /* One level (class) of a qdisc. */
 struct mctl_level {
 	uint32_t	minor;		/* class minor: tag, or 0xffff */
 	uint32_t	tag;		/* 0: the untagged class */
 	uint32_t	flows;		/* flows at this level now */
-	uint64_t	packets;	/* sent */
-	uint64_t	bytes;		/* sent */
-	uint64_t	drops;		/* packets */
-	uint64_t	backlog;	/* bytes queued */
-	uint64_t	qlen;		/* packets queued */
+	struct mctl_counters c;
 };
 
 struct mctl_qdisc {
@@ -70,8 +73,7 @@ struct mctl_qdisc {
 	uint32_t	handle;
 	uint32_t	parent;		/* TC_H_ROOT for root */
 	struct mctl_opts opts;		/* as the kernel reports them */
-	uint64_t	packets, bytes, drops, overlimits, requeues;
-	uint64_t	backlog, qlen;	/* bytes, packets queued */
+	struct mctl_counters c;
 	bool		has_xstats;
 	struct tc_mercury_xstats x;
 	struct mctl_level *levels;	/* sorted by minor */

@@ -284,11 +284,6 @@ struct mctl_dump {
 	int			err;
 };
 
-/* Standard counters, as libnl parses them. */
-struct mctl_counters {
-	uint64_t packets, bytes, drops, overlimits, requeues, backlog, qlen;
-};
-
 static void mctl_counters_cb(struct nl_object *obj, void *arg)
 {
 	struct rtnl_tc *tc = (struct rtnl_tc *)obj;
@@ -403,13 +398,7 @@ static int mctl_qdisc_cb(struct nl_msg *msg, void *arg)
 	q->handle = tcm->tcm_handle;
 	q->parent = tcm->tcm_parent;
 	mctl_get_opts(tb[TCA_OPTIONS], &q->opts);
-	q->packets = c.packets;
-	q->bytes = c.bytes;
-	q->drops = c.drops;
-	q->overlimits = c.overlimits;
-	q->requeues = c.requeues;
-	q->backlog = c.backlog;
-	q->qlen = c.qlen;
+	q->c = c;
 	q->has_xstats = mctl_get_app(tb[TCA_STATS2], &q->x, sizeof(q->x));
 	return NL_OK;
 }
@@ -444,11 +433,7 @@ static int mctl_class_cb(struct nl_msg *msg, void *arg)
 	} else {
 		l->tag = l->minor == TC_MERCURY_UNTAGGED_MINOR ? 0 : l->minor;
 	}
-	l->packets = c.packets;
-	l->bytes = c.bytes;
-	l->drops = c.drops;
-	l->backlog = c.backlog;
-	l->qlen = c.qlen;
+	l->c = c;
 	return NL_OK;
 }
 

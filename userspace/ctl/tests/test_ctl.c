@@ -207,10 +207,12 @@ static void test_sprint(void **state)
 /* ---- output of a canned qdisc ------------------------------------------ */
 
 static struct mctl_level canned_levels[] = {
-	{ .minor = 3, .tag = 3, .flows = 2, .packets = 10, .bytes = 15140,
-	  .drops = 1, .backlog = 3028, .qlen = 2 },
-	{ .minor = 0xffff, .tag = 0, .flows = 1, .packets = 4, .bytes = 168,
-	  .drops = 0, .backlog = 0, .qlen = 0 },
+	{ .minor = 3, .tag = 3, .flows = 2,
+	  .c = { .packets = 10, .bytes = 15140, .drops = 1, .backlog = 3028,
+		 .qlen = 2 } },
+	{ .minor = 0xffff, .tag = 0, .flows = 1,
+	  .c = { .packets = 4, .bytes = 168, .drops = 0, .backlog = 0,
+		 .qlen = 0 } },
 };
 
 static void canned(struct mctl_qdisc *q)
@@ -224,11 +226,11 @@ static void canned(struct mctl_qdisc *q)
 	q->opts.levels = 64;
 	q->opts.untagged = TC_MERCURY_UNTAGGED_LAST;
 	q->opts.share = 10;
-	q->packets = 14;
-	q->bytes = 15308;
-	q->drops = 1;
-	q->backlog = 3028;
-	q->qlen = 2;
+	q->c.packets = 14;
+	q->c.bytes = 15308;
+	q->c.drops = 1;
+	q->c.backlog = 3028;
+	q->c.qlen = 2;
 	q->has_xstats = true;
 	q->x.flows = 3;
 	q->x.levels_active = 1;
@@ -395,7 +397,7 @@ static void test_prometheus(void **state)
 	snprintf(q[1].dev, sizeof(q[1].dev), "we\"ird");
 	q[1].handle = 0x20000;
 	q[1].nlevels = 0;
-	q[1].packets = 99;
+	q[1].c.packets = 99;
 	out = capture(prom, q, 2, 0);
 
 	/* one HELP/TYPE per family, samples of both qdiscs under it */
