@@ -127,13 +127,22 @@ static int mctl_report(struct mctl_nl *nl, const char *what, const char *dev,
 	return mctl_fail(1, "%s on %s failed: %s", what, dev, strerror(-err));
 }
 
-static int mctl_lookup_dev(struct mctl_nl *nl, const char *dev)
+/* Connect, and find @dev when one is named (*ifindex is 0 otherwise).
+ * NULL, the error printed and *rc set, when either fails.
+ */
+static struct mctl_nl *mctl_open_dev(const char *dev, int *ifindex, int *rc)
 {
-	int ifindex = mctl_nl_ifindex(nl, dev);
+	struct mctl_nl *nl = mctl_connect(rc);
 
-	if (ifindex < 0)
-		mctl_fail(1, "no such device: %s", dev);
-	return ifindex;
+	*ifindex = 0;
+	if (!nl || !dev)
+		return nl;
+	*ifindex = mctl_nl_ifindex(nl, dev);
+	if (*ifindex >= 0)
+		return nl;
+	*rc = mctl_fail(1, "no such device: %s", dev);
+	mctl_nl_close(nl);
+	return NULL;
 }
 
 /* "root" | "parent X:Y" | "handle H:", in any order, before the options. */
@@ -172,6 +181,21 @@ static int mctl_parse_place(int *argc, char ***argv, uint32_t *parent,
 	return 0;
 }
 
+/* DEV, then where (root, parent, handle): what add, change, replace and
+ * delete take first.
+ */
+static int mctl_parse_target(int *argc, char ***argv, const char *what,
+			     const char **dev, uint32_t *parent,
+			     uint32_t *handle)
+{
+	if (*argc < 1)
+		return mctl_fail(2, "%s: which device?", what);
+	*dev = (*argv)[0];
+	(*argc)--;
+	(*argv)++;
+	return mctl_parse_place(argc, argv, parent, handle);
+}
+
 /* The mercury qdisc at @parent/@handle on @ifindex, if there is one. */
 static bool mctl_find(struct mctl_nl *nl, int ifindex, uint32_t parent,
 		      uint32_t handle, struct mctl_opts *found)
@@ -198,29 +222,19 @@ static int mctl_do_modify(int argc, char **argv, enum mctl_op op,
 	struct mctl_opts o, full;
 	uint32_t parent, handle;
 	struct mctl_nl *nl;
-	const char *dev;
+	const char *dev = NULL;
 	int ifindex, err, rc = 0;
 	char msg[256];
 
-	if (argc < 1)
-		return mctl_fail(2, "%s: which device?", what);
-	dev = argv[0];
-	argc--;
-	argv++;
-	rc = mctl_parse_place(&argc, &argv, &parent, &handle);
+	rc = mctl_parse_target(&argc, &argv, what, &dev, &parent, &handle);
 	if (rc)
 		return rc;
 	if (mctl_parse_opts(argc, argv, &o, msg, sizeof(msg)))
 		return mctl_fail(2, "%s", msg);
 
-	nl = mctl_connect(&rc);
+	nl = mctl_open_dev(dev, &ifindex, &rc);
 	if (!nl)
 		return rc;
-	ifindex = mctl_lookup_dev(nl, dev);
-	if (ifindex < 0) {
-		rc = 1;
-		goto out;
-	}
 	/*
 	 * The kernel checks options against each other on the configuration
 	 * as it would be: defaults for a new qdisc, the current one for a
@@ -263,27 +277,17 @@ static int do_delete(int argc, char **argv)
 {
 	uint32_t parent, handle;
 	struct mctl_nl *nl;
-	const char *dev;
+	const char *dev = NULL;
 	int ifindex, err, rc = 0;
 
-	if (argc < 1)
-		return mctl_fail(2, "delete: which device?");
-	dev = argv[0];
-	argc--;
-	argv++;
-	rc = mctl_parse_place(&argc, &argv, &parent, &handle);
+	rc = mctl_parse_target(&argc, &argv, "delete", &dev, &parent, &handle);
 	if (rc)
 		return rc;
 	if (argc)
 		return mctl_fail(2, "delete takes no options ('%s')", argv[0]);
-	nl = mctl_connect(&rc);
+	nl = mctl_open_dev(dev, &ifindex, &rc);
 	if (!nl)
 		return rc;
-	ifindex = mctl_lookup_dev(nl, dev);
-	if (ifindex < 0) {
-		rc = 1;
-		goto out;
-	}
 	err = mctl_nl_delete(nl, ifindex, parent, handle);
 	if (err == -EINVAL && strstr(mctl_nl_extack(nl), "qdisc name"))
 		rc = mctl_fail(1, "the qdisc there on %s is not mercury", dev);
@@ -291,7 +295,6 @@ static int do_delete(int argc, char **argv)
 		rc = mctl_report(nl, "deleting a qdisc", dev, err, false);
 	else if (out_mode == MCTL_OUT_JSON)
 		printf("{\"ok\":true}\n");
-out:
 	mctl_nl_close(nl);
 	return rc;
 }
@@ -301,23 +304,16 @@ static int mctl_show(int argc, char **argv, enum mctl_what what)
 	struct mctl_qdisc *q = NULL;
 	struct mctl_nl *nl;
 	const char *dev = NULL;
-	int ifindex = 0, err, rc = 0;
+	int ifindex, err, rc = 0;
 	size_t n = 0;
 
 	if (argc > 1)
 		return mctl_fail(2, "show: one device at most ('%s')", argv[1]);
 	if (argc == 1)
 		dev = argv[0];
-	nl = mctl_connect(&rc);
+	nl = mctl_open_dev(dev, &ifindex, &rc);
 	if (!nl)
 		return rc;
-	if (dev) {
-		ifindex = mctl_lookup_dev(nl, dev);
-		if (ifindex < 0) {
-			rc = 1;
-			goto out;
-		}
-	}
 	err = mctl_nl_dump(nl, ifindex, &q, &n);
 	if (err) {
 		rc = mctl_report(nl, "reading qdiscs", dev ? dev : "all devices",
