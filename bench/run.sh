@@ -39,33 +39,21 @@ echo "bench: building"
 # measured time must agree with mercury-sim's fifo for the same case.
 # MTU 9000 (the simulator gets --mtu 9000) halves the guest's per-packet
 # CPU; the Mercury in-flight cap is 4 frames (see training.sh).
-if [ $mode = short ]; then
-	cat > "$out/bench.env" <<-EOT
-	MODE=short
-	MODELS="resnet50 vgg16 bert_large"
+# The two modes differ only in the models and the iterations per run.
+models="resnet50 vgg16 bert_large" iter=4
+[ $mode = full ] && models="resnet50 vgg16 inception_v3 bert_large gpt2" iter=6
+cat > "$out/bench.env" <<-EOT
+	MODE=$mode
+	MODELS="$models"
 	W=2
 	S=2
 	RATE=10mbit
 	MTU=9000
 	SSAI=0
 	TARGET_BYTES=400000
-	ITER=4
+	ITER=$iter
 	REPEAT=2
 	EOT
-else
-	cat > "$out/bench.env" <<-EOT
-	MODE=full
-	MODELS="resnet50 vgg16 inception_v3 bert_large gpt2"
-	W=2
-	S=2
-	RATE=10mbit
-	MTU=9000
-	SSAI=0
-	TARGET_BYTES=400000
-	ITER=6
-	REPEAT=2
-	EOT
-fi
 # Overrides from the environment: BENCH_MODELS="resnet50 vgg16",
 # BENCH_SCHEMES=fifo, BENCH_REPEAT=3, BENCH_MTU=9000, ... (every setting
 # of bench/training.sh, prefixed with BENCH_).
