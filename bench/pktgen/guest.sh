@@ -64,22 +64,23 @@ add() {
 	[ -n "${PERF_ONLY:-}" ] && ! [[ $1 =~ ^(${PERF_ONLY})$ ]] && return
 	configs+=("$1|$2|$3|$4|$5|$6|${7:-1}")
 }
+# madd NAME LEVELS FLOWS [OPTIONS [TXQS]]: mercury reading the tag from
+# the priority. mask: tags go up to 65536, one bit more than 0xffff;
+# buckets: 4096, enough for the most flows measured.
+madd() {
+	add "$1" mercury "mercury levels $2 tag priority mask 0x1ffff flows 4096${4:+ $4}" \
+		"l$2" "$3" "$2" "${5:-1}"
+}
 PRIOMAP="0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"
 for f in 1 64 4096; do
 	add "pfifo_fast f$f" pfifo_fast "pfifo_fast" k "$f" 3
 	if [ "$f" = 64 ]; then
 		# mercury as configured by default (bypass on), against the
 		# floor and against the qdiscs that queue every packet
-		add "mercury l64 f$f default" mercury \
-			"mercury levels 64 tag priority mask 0x1ffff flows 4096" \
-			l64 "$f" 64
-		add "mercury l16 f$f default" mercury \
-			"mercury levels 16 tag priority mask 0x1ffff flows 4096" \
-			l16 "$f" 16
+		madd "mercury l64 f$f default" 64 "$f"
+		madd "mercury l16 f$f default" 16 "$f"
 		# sch_prio's 16 bands against mercury with 16 levels
-		add "mercury l16 f$f fo-on" mercury \
-			"mercury levels 16 tag priority mask 0x1ffff flows 4096 flow_order on bypass off" \
-			l16 "$f" 16
+		madd "mercury l16 f$f fo-on" 16 "$f" "flow_order on bypass off"
 		add "fq_codel f$f" fq_codel "fq_codel" k "$f" 1
 		add "prio16 f$f" prio "prio bands 16 priomap $PRIOMAP" k "$f" 16
 		add "fq f$f" fq "fq" k "$f" 1
@@ -88,11 +89,7 @@ for f in 1 64 4096; do
 	for l in 64 1024 65536; do
 		for fo in on off; do
 			[ -n "${PERF_QUICK:-}" ] && { [ "$f" != 64 ] || [ "$l" = 1024 ]; } && continue
-			# mask: tags go up to 65536, one bit more than 0xffff;
-			# buckets: 4096, enough for the most flows measured.
-			add "mercury l$l f$f fo-$fo" mercury \
-				"mercury levels $l tag priority mask 0x1ffff flows 4096 flow_order $fo bypass off" \
-				"l$l" "$f" "$l"
+			madd "mercury l$l f$f fo-$fo" "$l" "$f" "flow_order $fo bypass off"
 		done
 	done
 done
@@ -100,12 +97,9 @@ done
 add "pfifo_fast f64 txq4" pfifo_fast "pfifo_fast" k 64 3 4
 add "skbprio f64 txq4" skbprio "skbprio" k4 64 64 4
 add "prio16 f64 txq4" prio "prio bands 16 priomap $PRIOMAP" k 64 16 4
-add "mercury l64 f64 default txq4" mercury \
-	"mercury levels 64 tag priority mask 0x1ffff flows 4096" l64 64 64 4
-add "mercury l64 f64 fo-on txq4" mercury \
-	"mercury levels 64 tag priority mask 0x1ffff flows 4096 bypass off" l64 64 64 4
-add "mercury l16 f64 fo-on txq4" mercury \
-	"mercury levels 16 tag priority mask 0x1ffff flows 4096 bypass off" l16 64 16 4
+madd "mercury l64 f64 default txq4" 64 64 "" 4
+madd "mercury l64 f64 fo-on txq4" 64 64 "bypass off" 4
+madd "mercury l16 f64 fo-on txq4" 16 64 "bypass off" 4
 
 pg() {	# pg FILE COMMAND: write a pktgen command, fail on its refusal
 	local st
