@@ -50,8 +50,11 @@ setup_pair() {
 	$IP netns add $NS_S && $IP netns add $NS_R || return 1
 	$IP netns exec $NS_S sysctl -qw net.ipv6.conf.default.disable_ipv6=1
 	$IP netns exec $NS_R sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	# Both ends get the queues: the receive side looks up the queue the
+	# packet was sent on, and warns when its peer has fewer.
 	$IP -n $NS_S link add veth0 numtxqueues "$txq" numrxqueues "$txq" \
-		type veth peer name veth1 netns $NS_R || return 1
+		type veth peer name veth1 numtxqueues "$txq" numrxqueues "$txq" \
+		netns $NS_R || return 1
 	$IP -n $NS_S addr add $ADDR_S/24 dev veth0
 	$IP -n $NS_R addr add $ADDR_R/24 dev veth1
 	# no IPv6 router or neighbour solicitations in the measured queue
