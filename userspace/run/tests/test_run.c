@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -308,18 +310,78 @@ static void test_mark(void **state)
 	expect_probe("connect", "priority 0 mark 65535\n", "-t", "65535", NULL);
 }
 
+/*
+ * Copies of the launcher, the shim and the probe in a fresh directory
+ * everyone may read: nobody must be able to run them even when the tree
+ * sits under a directory only root may enter (a clone in /root).
+ */
+struct nobody_dir {
+	char dir[64];
+	char run[96], probe[96], shim[96];
+};
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY), out;
+	ssize_t r;
+
+	assert_true(in >= 0);
+	out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0755);
+	assert_true(out >= 0);
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, r), r);
+	assert_int_equal(r, 0);
+	close(in);
+	close(out);
+}
+
+static int nobody_setup(void **state)
+{
+	struct nobody_dir *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -1;
+	strcpy(d->dir, "/tmp/mercury-run-test.XXXXXX");
+	if (!mkdtemp(d->dir) || chmod(d->dir, 0755)) {
+		free(d);
+		return -1;
+	}
+	snprintf(d->run, sizeof(d->run), "%s/mercury-run", d->dir);
+	snprintf(d->probe, sizeof(d->probe), "%s/probe", d->dir);
+	snprintf(d->shim, sizeof(d->shim), "%s/libmercury-preload.so", d->dir);
+	copy_file(RUN, d->run);
+	copy_file(PROBE, d->probe);
+	copy_file(RUNDIR "/libmercury-preload.so", d->shim);
+	*state = d;
+	return 0;
+}
+
+static int nobody_teardown(void **state)
+{
+	struct nobody_dir *d = *state;
+
+	unlink(d->run);
+	unlink(d->probe);
+	unlink(d->shim);
+	rmdir(d->dir);
+	free(d);
+	return 0;
+}
+
 /* Without CAP_NET_ADMIN the launcher refuses, naming what is missing. */
 static void test_unprivileged(void **state)
 {
-	static const char *const mark[] = { RUN, "-t", "1", "--", PROBE,
-					    "connect", "9", NULL };
-	static const char *const prio7[] = { RUN, "-s", "priority", "-t", "7",
-					     "--", PROBE, "connect", "9", NULL };
-	static const char *const prio6[] = { RUN, "-s", "priority", "-t", "6",
-					     "-n", "--", PROBE, NULL };
+	struct nobody_dir *d = *state;
+	const char *const mark[] = { d->run, "-t", "1", "--", d->probe,
+				     "connect", "9", NULL };
+	const char *const prio7[] = { d->run, "-s", "priority", "-t", "7",
+				      "--", d->probe, "connect", "9", NULL };
+	const char *const prio6[] = { d->run, "-s", "priority", "-t", "6",
+				      "-n", "--", d->probe, NULL };
+	char preload[128];
 	struct result res;
 
-	(void)state;
 	run(&res, true, NULL, mark);
 	assert_int_equal(res.status, 1);
 	assert_non_null(strstr(res.err, "mercury-run: SO_MARK needs CAP_NET_ADMIN"));
@@ -331,7 +393,8 @@ static void test_unprivileged(void **state)
 	assert_int_equal(res.status, 0);
 	assert_non_null(strstr(res.out, "MERCURY_RULES=default:tag=6\n"));
 	assert_non_null(strstr(res.out, "MERCURY_TAG_SOURCE=priority\n"));
-	assert_non_null(strstr(res.out, "LD_PRELOAD=" RUNDIR "/libmercury-preload.so"));
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s\n", d->shim);
+	assert_non_null(strstr(res.out, preload));
 }
 
 static void test_usage_errors(void **state)
@@ -407,7 +470,8 @@ int main(void)
 		cmocka_unit_test(test_accept),
 		{ .name = root ? "test_mark" : "test_mark # SKIP SO_MARK needs root",
 		  .test_func = root ? test_mark : skipped },
-		cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test_setup_teardown(test_unprivileged, nobody_setup,
+						nobody_teardown),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_shim_bad_env),
 	};
