@@ -15,8 +15,9 @@ PKGS=(
 	iproute2
 	# boot the guest
 	qemu-system-x86 busybox-static
-	# packages: make deb, make dkms-install, selftests/host_install.sh
-	dkms debhelper dh-dkms fakeroot
+	# packages: make deb (git archive), make dkms-install,
+	# selftests/host_install.sh
+	git dkms debhelper dh-dkms fakeroot
 	# tests, benchmarks, plots
 	python3 gnuplot-nox
 	# the qdisc cost benchmark: red-black tree, kernel profiles
