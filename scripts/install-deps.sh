@@ -18,8 +18,8 @@ PKGS=(
 	# packages: make deb (git archive), make dkms-install,
 	# selftests/host_install.sh
 	git dkms debhelper dh-dkms fakeroot
-	# tests, benchmarks, plots
-	python3 gnuplot-nox
+	# tests, benchmarks, plots; systemd-analyze checks the unit file
+	python3 gnuplot-nox jq systemd
 	# the qdisc cost benchmark: red-black tree, kernel profiles
 	libbsd-dev linux-perf
 	# checkpatch, sparse and tc-testing (tdc) come from the kernel source

@@ -91,7 +91,7 @@ for m in models:
 PY
 
 printf '\nsweep of %s models x 9 bandwidths x 5 schemes (plots included): %.2f s\n' \
-	"$(echo $MODELS | wc -w)" "$(echo "$end - $start" | bc)"
+	"$(echo $MODELS | wc -w)" "$(awk -v s="$start" -v e="$end" 'BEGIN { print e - s }')"
 printf 'machine: %s, %s CPUs, Linux %s\n' \
 	"$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" \
 	"$(nproc)" "$(uname -r)"
