@@ -87,6 +87,18 @@ cleanup_pair() {
 
 tcs() { $IP netns exec $NS_S $TC "$@"; }
 
+# nobody_tree PATH...: copy PATHs (relative to the project root, symlinks
+# followed) into a fresh directory everyone may read, and print it. The
+# tests that drop to nobody run these copies: the tree itself may sit
+# where only root may enter, as a clone in /root does.
+nobody_tree() {
+	local d
+	d=$(mktemp -d /tmp/nobody.XXXXXX) && chmod 755 "$d" || return 1
+	(cd "$MERCURY_ROOT" && cp -rL --parents "$@" "$d") && chmod -R a+rX "$d" ||
+		{ rm -rf "$d"; return 1; }
+	echo "$d"
+}
+
 # qdisc_stat DEV HANDLE KEY: a number from tc -j -s qdisc show (top level
 # or inside "xstats").
 qdisc_stat() {

@@ -13,10 +13,12 @@
 #   |   mercury_traffic.py send, SO_MARK  |      |                  |
 #   +-------------------------------------+      +------------------+
 source "$(dirname "$0")/lib.sh"
-C=$MERCURY_ROOT/userspace/ctl/mercuryctl
+CREL=userspace/ctl/mercuryctl
+C=$MERCURY_ROOT/$CREL
 [ -x "$C" ] || { echo "not ok 1 $C not built (make -C userspace/ctl)"; exit 1; }
 W=$(mktemp -d /tmp/mercury-ctl.XXXXXX)
-trap 'cleanup_pair; rm -rf "$W"' EXIT
+NB=$(nobody_tree $CREL) || { echo "not ok 1 copy for nobody"; exit 1; }
+trap 'cleanup_pair; rm -rf "$W" "$NB"' EXIT
 setup_pair || { echo "not ok 1 setup"; exit 1; }
 $IP -n $NS_S link add dummy0 type dummy && $IP -n $NS_S link set dummy0 up ||
 	{ echo "not ok 1 setup dummy0"; exit 1; }
@@ -78,7 +80,7 @@ expect "ambiguous command prefix, exit 2" 2 "ambiguous command 's'" mc s dummy0
 ktap_check "nothing was created by the bad commands" no_mercury dummy0
 expect "permission denied without CAP_NET_ADMIN" 1 \
 	"^mercuryctl: permission denied: adding a qdisc on dummy0 needs CAP_NET_ADMIN" \
-	$IP netns exec $NS_S setpriv --reuid=65534 --regid=65534 --clear-groups "$C" add dummy0
+	$IP netns exec $NS_S setpriv --reuid=65534 --regid=65534 --clear-groups "$NB/$CREL" add dummy0
 ktap_check "nothing was created without permission" no_mercury dummy0
 expect "show of a device without mercury fails" 1 "no mercury qdisc on dummy0" mc show dummy0
 

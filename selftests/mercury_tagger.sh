@@ -33,6 +33,9 @@ for f in "$MERCURY_LIB" "$RUN" "$MERCURY_ROOT/userspace/run/libmercury-preload.s
 done
 PROFILE=$(cd "$MERCURY_ROOT/../shared/profiles/h200" && pwd)/resnet50.json
 NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
+NB=$(nobody_tree selftests/tagger userspace/python userspace/lib/libmercury.so.0 \
+	userspace/run/mercury-run userspace/run/libmercury-preload.so) &&
+	cp "$PROFILE" "$NB/" || { echo "not ok 1 copies for nobody"; exit 1; }
 RATE=4mbit RATE_BPS=4000000
 CONNS=8			# connections = plan levels: no chunk waits
 W=$(mktemp -d /tmp/tagger.XXXXXX)
@@ -43,9 +46,11 @@ retrans() { $IP netns exec $NS_S awk '/^Tcp:/ { if (h) print $13; h = 1 }' /proc
 keep() { [ -n "${MERCURY_OUT:-}" ] && cp "$@" "$MERCURY_OUT/" 2>/dev/null; true; }
 
 # tensors NAME USER CONNS SENDER-ARGS... [-- RECEIVER-ARGS...]: one backward pass from $NS_S to
-# $NS_R; NAME.man (manifest), NAME.rec (completion order), NAME.err.
+# $NS_R; NAME.man (manifest), NAME.rec (completion order), NAME.err. USER is
+# "" (root) or nobody, who runs the copies in $NB.
 tensors() {
-	local name=$1 user=$2 conns=$3 pid i r0 rc sargs=()
+	local name=$1 user=$2 conns=$3 pid i r0 rc sargs=() as=()
+	local ten=$TEN profile=$PROFILE
 	shift 3
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do sargs+=("$1"); shift; done
 	shift
@@ -57,10 +62,16 @@ tensors() {
 		[ -e "$W/$name.ready" ] && break
 		sleep 0.1
 	done
+	if [ "$user" = nobody ]; then
+		# shellcheck disable=SC2206
+		as=($NOBODY env MERCURY_LIB=$NB/userspace/lib/libmercury.so.0)
+		ten="python3 -S $NB/selftests/tagger/tensors.py"
+		profile=$NB/$(basename "$PROFILE")
+	fi
 	r0=$(retrans)
 	# shellcheck disable=SC2086
-	$IP netns exec $NS_S $user $TEN send --dst $ADDR_R --conns "$conns" \
-		--profile "$PROFILE" --manifest "$W/$name.man" "${sargs[@]}" 2> "$W/$name.err"
+	$IP netns exec $NS_S "${as[@]}" $ten send --dst $ADDR_R --conns "$conns" \
+		--profile "$profile" --manifest "$W/$name.man" "${sargs[@]}" 2> "$W/$name.err"
 	rc=$?
 	wait $pid
 	log "$name: sender exit $rc, receiver exit $?, TCP retransmitted segments $(($(retrans) - r0))"
@@ -118,13 +129,13 @@ ktap_check "mercury: tag-1 tensors complete before >= 90% of tag-$CONNS ones, an
 
 # --- 2. Without privilege -----------------------------------------------
 setup_tbf $RATE $MQ tag priority
-tensors unpriv_mark "$NOBODY" 2 --levels 6 --source mark --scale 1024
+tensors unpriv_mark nobody 2 --levels 6 --source mark --scale 1024
 rc=$?
 n=$(jq length "$W/unpriv_mark.rec" 2>/dev/null)
 ktap_check "unprivileged SO_MARK: exit 1 with the CAP_NET_ADMIN message, no tensor sent" \
 	eval '[ $rc = 1 ] && grep -q "SO_MARK needs CAP_NET_ADMIN" "$W/unpriv_mark.err" && [ "$n" = 0 ]'
 
-tensors unpriv_prio "$NOBODY" 6 --levels 6 --source priority --scale 256 -- --poll
+tensors unpriv_prio nobody 6 --levels 6 --source priority --scale 256 -- --poll
 rc=$?
 tcs -s class show dev veth0 > "$W/classes_prio.txt"
 ktap_check "unprivileged SO_PRIORITY 1..6: all tensors right, each level on its class" \
@@ -171,11 +182,11 @@ ktap_check "control, same program without mercury-run: port $B keeps its share" 
 		--max-share 0.25
 teardown_qdisc
 
-out=$($NOBODY $RUN -r port=$A:tag=1 -- true 2>&1)
+out=$($NOBODY "$NB"/userspace/run/mercury-run -r port=$A:tag=1 -- true 2>&1)
 rc=$?
 log "unprivileged mercury-run: exit $rc: $out"
 ktap_check "mercury-run without CAP_NET_ADMIN: exit 1 naming the capability" \
 	eval '[ $rc = 1 ] && [[ $out == *CAP_NET_ADMIN* ]]'
 
-rm -rf "$W"
+rm -rf "$W" "$NB"
 ktap_finish
