@@ -114,6 +114,24 @@ else:
     print("none")' "$2" "$3"
 }
 
+# class_stat KEY TAG [DEV]: a per-level counter (packets, bytes, drops) from
+# tc -s class show on DEV (veth0); "none" when the level has no class (the
+# qdisc lists only levels that counted something). tc 6.1 prints classes as
+# text only, even with -j.
+class_stat() {
+	tcs -s class show dev "${3:-veth0}" | python3 -c '
+import re, sys
+k, tag = sys.argv[1], int(sys.argv[2])
+for block in re.split(r"\n(?=class )", sys.stdin.read()):
+    m = re.search(r"^class mercury .*Sent (\d+) bytes (\d+) pkt \(dropped (\d+).*\n +tag (\d+) ",
+                  block, re.S)
+    if m and int(m.group(4)) == tag:
+        print({"bytes": m.group(1), "packets": m.group(2), "drops": m.group(3)}[k])
+        break
+else:
+    print("none")' "$1" "$2"
+}
+
 # wait_backlog_zero DEV HANDLE [SECONDS]: poll until the queue drained.
 wait_backlog_zero() {
 	local i

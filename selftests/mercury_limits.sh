@@ -19,22 +19,6 @@ setup_pair || { echo "not ok 1 setup"; exit 1; }
 
 R=/tmp/limits.json
 
-# class_stat KEY TAG: a per-level counter (packets, bytes, drops) from
-# tc -s class show. tc 6.1 prints classes as text only, even with -j.
-class_stat() {
-	tcs -s class show dev veth0 | python3 -c '
-import re, sys
-k, tag = sys.argv[1], int(sys.argv[2])
-for block in re.split(r"\n(?=class )", sys.stdin.read()):
-    m = re.search(r"^class mercury .*Sent (\d+) bytes (\d+) pkt \(dropped (\d+).*\n +tag (\d+) ",
-                  block, re.S)
-    if m and int(m.group(4)) == tag:
-        print({"bytes": m.group(1), "packets": m.group(2), "drops": m.group(3)}[k])
-        break
-else:
-    print("none")' "$1" "$2"
-}
-
 counters_add_up() {
 	local sent=$1 got=$2 pk dr
 	pk=$(qdisc_stat veth0 10: packets)

@@ -95,31 +95,21 @@ ktap_check "bad add fails with 2 and creates nothing" test $rc = 2 -a -z "$(show
 # bypass: dummy0 is never busy, so with bypass on (the default) every
 # packet finds the qdisc empty and the core sends it at once, counted by
 # the qdisc but not by its level; with bypass off every packet is queued.
-send_udp() {	# send_udp COUNT PRIORITY
-	$IP netns exec $NS_S python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, int(sys.argv[2]))
-for _ in range(int(sys.argv[1])):
-    s.sendto(b"x" * 100, ("10.77.0.2", 9))' "$@"
-}
-level_sent() {	# packets the level's class sent, 0 when it has no class
-	local n
-	n=$(tcs -s class show dev dummy0 classid "1:$1" | sed -n 's/^ *Sent [0-9]* bytes \([0-9]*\) pkt.*/\1/p')
-	echo "${n:-0}"
-}
+# 40 UDP packets at priority 3 (tag 3), from one socket
+send40() { $IP netns exec $NS_S $TRAFFIC send --dst 10.77.0.2 --source priority --burst u:3:40; }
 $IP netns exec $NS_S sysctl -qw net.ipv6.conf.dummy0.disable_ipv6=1
 $IP -n $NS_S addr add 10.77.0.1/24 dev dummy0
 tcs qdisc add dev dummy0 root handle 1: mercury levels 8 tag priority
-send_udp 40 3
-log "bypass on: qdisc sent $(qdisc_stat dummy0 1: packets), level 3 sent $(level_sent 3)"
+send40
+# a level that never counted a packet has no class ("none")
+log "bypass on: qdisc sent $(qdisc_stat dummy0 1: packets), level 3 sent $(class_stat packets 3 dummy0)"
 ktap_check "bypass on: an idle root sends packets past the queue" \
-	test "$(qdisc_stat dummy0 1: packets)" = 40 -a "$(level_sent 3)" = 0
+	test "$(qdisc_stat dummy0 1: packets)" = 40 -a "$(class_stat packets 3 dummy0)" = none
 tcs qdisc change dev dummy0 root handle 1: mercury bypass off
-send_udp 40 3
-log "bypass off: qdisc sent $(qdisc_stat dummy0 1: packets), level 3 sent $(level_sent 3)"
+send40
+log "bypass off: qdisc sent $(qdisc_stat dummy0 1: packets), level 3 sent $(class_stat packets 3 dummy0)"
 ktap_check "bypass off: every packet is queued and counted by its level" \
-	test "$(qdisc_stat dummy0 1: packets)" = 80 -a "$(level_sent 3)" = 40
+	test "$(qdisc_stat dummy0 1: packets)" = 80 -a "$(class_stat packets 3 dummy0)" = 40
 tcs qdisc del dev dummy0 root
 
 # largest configuration
