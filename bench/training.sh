@@ -59,7 +59,7 @@ LEVELS=${LEVELS:-$CHANNELS}
 # 4 frames: two on their way, two queued (29 ms at 10 Mbit/s, MTU 9000).
 INFLIGHT=${INFLIGHT:-}		# empty: 4 * (MTU + 14)
 LATENCY=${LATENCY:-100us}	# one-way latency given to the simulator
-PROFILES=${PROFILES:-$MERCURY_ROOT/../shared/profiles/h200}
+PROFILES=${PROFILES:-$MERCURY_ROOT/profiles/h200}
 PS=$MERCURY_ROOT/userspace/ps/mercury-ps
 SIM=$MERCURY_ROOT/userspace/sim/mercury-sim
 TMPD=/tmp/mbench

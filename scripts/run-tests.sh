@@ -74,13 +74,23 @@ style_check() {
 		echo "not ok 1 checkpatch --strict clean (kmod, uapi, tc-plugin)"
 		sed 's/^/# /' "$logs/style-out.log" | head -30
 	fi
+	# A user's clone has nothing beside it: no file may read the
+	# reference directory next to the tree (its data lives in profiles/).
+	local beside
+	beside=$(git grep -nE '\.\./(\.\./)*'"shared"'(/|\b)' -- . 2>&1)
+	if [ -z "$beside" ] && git ls-files --error-unmatch profiles/h200/resnet50.json >/dev/null 2>&1; then
+		echo "ok 2 nothing reads a directory beside the tree; the profiles are in it"
+	else
+		echo "not ok 2 nothing reads a directory beside the tree; the profiles are in it"
+		echo "$beside" | head -10 | sed 's/^/# /'
+	fi
 	# sparse checks only what it compiles: force a rebuild
 	touch kmod/sch_mercury.c
 	if make check > "$logs/sparse-out.log" 2>&1 &&
 	   ! grep -E "(warning|error):" "$logs/sparse-out.log"; then
-		echo "ok 2 sparse and W=1 clean"
+		echo "ok 3 sparse and W=1 clean"
 	else
-		echo "not ok 2 sparse and W=1 clean"
+		echo "not ok 3 sparse and W=1 clean"
 		grep -E "(warning|error)" "$logs/sparse-out.log" | head -30 | sed 's/^/# /'
 	fi
 }

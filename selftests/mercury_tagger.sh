@@ -31,7 +31,7 @@ RUN=$MERCURY_ROOT/userspace/run/mercury-run
 for f in "$MERCURY_LIB" "$RUN" "$MERCURY_ROOT/userspace/run/libmercury-preload.so"; do
 	[ -e "$f" ] || { echo "not ok 1 $f missing: make userspace"; exit 1; }
 done
-PROFILE=$(cd "$MERCURY_ROOT/../shared/profiles/h200" && pwd)/resnet50.json
+PROFILE=$MERCURY_ROOT/profiles/h200/resnet50.json
 NOBODY="setpriv --reuid=65534 --regid=65534 --clear-groups"
 NB=$(nobody_tree selftests/tagger userspace/python userspace/lib/libmercury.so.0 \
 	userspace/run/mercury-run userspace/run/libmercury-preload.so) &&

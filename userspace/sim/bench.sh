@@ -10,7 +10,7 @@
 # what the default 64 KiB chunk changes.
 set -eu
 cd "$(dirname "$0")"
-PROFILES=${PROFILES:-../../../shared/profiles/h200}
+PROFILES=${PROFILES:-../../profiles/h200}
 MODELS=${MODELS:-"resnet50 vgg16 inception_v3 bert_large gpt2"}
 SIM=./mercury-sim
 OUT=out

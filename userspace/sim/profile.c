@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * Profile readers.  Two formats (see ../shared/profiles/README.md):
+ * Profile readers.  Two formats (see profiles/README.md):
  *
  *  - h200 *.json: forward_calls give the forward timeline, grad_ready the
  *    backward release times.  Each call is charged the time from its own

@@ -112,13 +112,6 @@ static void test_load_bad(void **state)
 
 /* ---- default plan from profiles ----------------------------------------- */
 
-static bool have_profiles(void)
-{
-	struct stat st;
-
-	return !stat(PROFILES "/h200/resnet50.json", &st);
-}
-
 /*
  * Check a per-tensor default plan against the rule, recomputed here from
  * the profile: tags are a permutation of 1..n; a module called earlier in
@@ -371,15 +364,14 @@ static void test_save_roundtrip(void **state)
 
 int main(void)
 {
-	bool np = !have_profiles();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_load_ok),
 		cmocka_unit_test(test_load_bad),
-		unit_test_skip_if(np, test_profiles, "no ../shared/profiles"),
-		unit_test_skip_if(np, test_profile_anchors, "no profiles"),
-		unit_test_skip_if(np, test_profile_vit, "no profiles"),
-		unit_test_skip_if(np, test_profile_group_levels, "no profiles"),
-		unit_test_skip_if(np, test_save_roundtrip, "no profiles"),
+		cmocka_unit_test(test_profiles),
+		cmocka_unit_test(test_profile_anchors),
+		cmocka_unit_test(test_profile_vit),
+		cmocka_unit_test(test_profile_group_levels),
+		cmocka_unit_test(test_save_roundtrip),
 	};
 
 	return cmocka_run_group_tests_name("plan", tests, NULL, NULL);

@@ -29,8 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import mercury  # noqa: E402
 
-DEFAULT_PROFILE = os.path.join(HERE, "..", "..", "..", "..", "shared",
-                               "profiles", "h200", "resnet50.json")
+DEFAULT_PROFILE = os.path.join(HERE, "..", "..", "..", "profiles", "h200",
+                               "resnet50.json")
 
 
 def main():

@@ -5,7 +5,7 @@ Tag sockets with a tensor's layer priority, send tensors over priority
 channels, reassemble them, and look tags up in priority plans::
 
     import mercury
-    plan = mercury.Plan.from_profile("../shared/profiles/h200/resnet50.json")
+    plan = mercury.Plan.from_profile("profiles/h200/resnet50.json")
     tagger = mercury.Tagger(source="priority")
     tagger.tag(sock, plan["conv1.weight"])
 

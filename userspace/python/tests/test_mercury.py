@@ -13,8 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import mercury  # noqa: E402
 
-PROFILES = os.path.abspath(os.path.join(HERE, "..", "..", "..", "..",
-                                        "shared", "profiles"))
+PROFILES = os.path.abspath(os.path.join(HERE, "..", "..", "..", "profiles"))
 RESNET = os.path.join(PROFILES, "h200", "resnet50.json")
 
 
@@ -144,7 +143,6 @@ class TestPlan(unittest.TestCase):
             mercury.Plan.load("/nonexistent.json")
         self.assertEqual(cm.exception.errno, errno.ENOENT)
 
-    @unittest.skipUnless(os.path.exists(RESNET), "no ../shared/profiles")
     def test_profile_and_save(self):
         p = mercury.Plan.from_profile(RESNET)
         with open(RESNET) as f:

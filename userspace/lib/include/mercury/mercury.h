@@ -178,7 +178,7 @@ MERCURY_API int mercury_plan_load(const char *path, struct mercury_plan **out);
 MERCURY_API int mercury_plan_load_buf(const char *json, size_t len,
 				      struct mercury_plan **out);
 /*
- * Default plan from an h200 profile (../shared/profiles/h200/<model>.json):
+ * Default plan from an h200 profile (profiles/h200/<model>.json in the source tree):
  * the module that runs first in the forward pass is the most urgent.
  */
 MERCURY_API int mercury_plan_from_profile(const char *path,
