@@ -332,6 +332,63 @@ static void test_profile_group_levels(void **state)
 	assert_non_null(strstr(mercury_last_error(), "not a profile"));
 }
 
+/*
+ * A tied tensor (profiles/README.md) is listed once, under the owner that
+ * forward calls first, with shared_with naming the others: it is needed at
+ * call 0 although backward completes it last, so it is the most urgent
+ * tensor of its plan, and its bytes count once.
+ */
+static void test_profile_tied(void **state)
+{
+	static const char * const models[] = { "gpt2", "gpt2_xl", "bert_large" };
+	struct json_object *root, *grads, *g, *v;
+	struct mercury_plan_entry e;
+	struct mercury_plan *p;
+	char path[512];
+	size_t m, i, n, ntied, hits;
+
+	(void)state;
+	for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+		snprintf(path, sizeof(path), PROFILES "/h200/%s.json",
+			 models[m]);
+		assert_int_equal(mercury_plan_from_profile(path, NULL, &p), 0);
+		root = json_object_from_file(path);
+		assert_non_null(root);
+		assert_true(json_object_object_get_ex(root, "grad_ready",
+						      &grads));
+		n = json_object_array_length(grads);
+		ntied = 0;
+		for (i = 0; i < n; i++) {
+			const char *name;
+			long long numel;
+
+			g = json_object_array_get_idx(grads, i);
+			if (!json_object_object_get_ex(g, "shared_with", &v))
+				continue;
+			ntied++;
+			/* ready last in backward, yet the most urgent */
+			assert_int_equal(i, n - 1);
+			json_object_object_get_ex(g, "param", &v);
+			name = json_object_get_string(v);
+			assert_int_equal(mercury_plan_lookup(p, name), 1);
+			json_object_object_get_ex(g, "numel", &v);
+			numel = json_object_get_int64(v);
+			hits = 0;
+			for (size_t k = 0; k < mercury_plan_size(p); k++) {
+				mercury_plan_entry(p, k, &e);
+				if (strcmp(e.tensor, name))
+					continue;
+				hits++;
+				assert_int_equal(e.bytes, 4 * numel);
+			}
+			assert_int_equal(hits, 1);
+		}
+		assert_int_equal(ntied, 1);
+		json_object_put(root);
+		mercury_plan_free(p);
+	}
+}
+
 static void test_save_roundtrip(void **state)
 {
 	char path[] = "/tmp/mercury-plan-save-XXXXXX";
@@ -371,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_profile_anchors),
 		cmocka_unit_test(test_profile_vit),
 		cmocka_unit_test(test_profile_group_levels),
+		cmocka_unit_test(test_profile_tied),
 		cmocka_unit_test(test_save_roundtrip),
 	};
 

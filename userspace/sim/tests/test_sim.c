@@ -547,6 +547,41 @@ static void test_real_profiles_match_readme(void **state)
 	msim_profile_free(&pr);
 }
 
+/*
+ * Tied tensors (profiles/README.md): gpt2's wte and bert_large's word
+ * embeddings are listed once, last ready in backward, under the embedding:
+ * the simulator gates them at call 0, the first thing forward needs.
+ */
+static void test_real_profiles_tied_gate(void **state)
+{
+	static const struct {
+		const char *model, *tensor;
+		uint64_t numel;
+	} tied[] = {
+		{ "gpt2", "transformer.wte.weight", 38597376 },
+		{ "gpt2_xl", "transformer.wte.weight", 80411200 },
+		{ "bert_large", "bert.embeddings.word_embeddings.weight", 31254528 },
+	};
+
+	(void)state;
+	for (size_t m = 0; m < sizeof(tied) / sizeof(tied[0]); m++) {
+		struct msim_profile pr;
+		int hits = 0;
+
+		assert_int_equal(load_real(tied[m].model, &pr), 0);
+		for (int i = 0; i < pr.ntensors; i++) {
+			if (strcmp(pr.tensors[i].name, tied[m].tensor))
+				continue;
+			hits++;
+			assert_int_equal(i, pr.ntensors - 1);
+			assert_int_equal(pr.tensors[i].gate, 0);
+			assert_int_equal(pr.tensors[i].bytes, 4 * tied[m].numel);
+		}
+		assert_int_equal(hits, 1);
+		msim_profile_free(&pr);
+	}
+}
+
 static void test_ordering_invariants(void **state)
 {
 	static const double gbit[] = { 1, 3, 10, 30, 100, 300 };
@@ -652,6 +687,7 @@ int main(void)
 		cmocka_unit_test(test_load_malformed),
 		cmocka_unit_test(test_parsers),
 		cmocka_unit_test(test_real_profiles_match_readme),
+		cmocka_unit_test(test_real_profiles_tied_gate),
 		cmocka_unit_test(test_ordering_invariants),
 		cmocka_unit_test(test_bandwidth_monotonic),
 		cmocka_unit_test(test_mercury_tends_to_ideal),
