@@ -68,7 +68,7 @@ clean:
 #                          installed kernel with headers
 #   make deb               out/deb/: mercury-dkms, mercury-tools and
 #                          mercury-modules-$(KVER) (the module prebuilt)
-MERCURY_VERSION := 0.1.0
+MERCURY_VERSION := $(shell cat VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin

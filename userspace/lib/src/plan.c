@@ -119,6 +119,14 @@ static char *xstrdup(const char *s)
 }
 
 /* Read a whole file; json-c's own reader cannot say where parsing failed. */
+/*
+ * The largest plan or profile we read: the biggest shipped profile
+ * (gpt2_xl) is 158 KB, a plan of a million tensors about 64 MiB. A longer
+ * input (a device, a pipe that never ends) is refused, not read until
+ * memory runs out.
+ */
+#define MAX_INPUT	(64U << 20)
+
 static int read_file(const char *path, char **buf, size_t *len)
 {
 	size_t cap = 1 << 16, n = 0, r;
@@ -141,6 +149,12 @@ static int read_file(const char *path, char **buf, size_t *len)
 		n += r;
 		if (n < cap)
 			break;
+		if (cap >= MAX_INPUT) {
+			fclose(f);
+			free(b);
+			return mercury_err(EFBIG, "%s: longer than %u MiB: not a plan or profile",
+					   path, MAX_INPUT >> 20);
+		}
 		cap *= 2;
 	}
 	if (ferror(f)) {

@@ -306,10 +306,9 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 		r = read(c->fd, rx->rbuf, READ_BUF);
 	while (r < 0 && errno == EINTR);
 	if (r < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			errno = EAGAIN;
-			return -EAGAIN;
-		}
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return mercury_quiet(EAGAIN, "rx: connection %zu has no bytes yet",
+					     conn);
 		return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
 				   strerror(errno));
 	}
@@ -319,8 +318,9 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 			return mercury_err(ECONNRESET,
 					   "rx: connection %zu closed inside a frame",
 					   conn);
-		errno = ENOTCONN;
-		return -ENOTCONN;
+		return mercury_quiet(ENOTCONN,
+				     "rx: connection %zu closed by the peer between frames",
+				     conn);
 	}
 	return mercury_rx_feed(rx, conn, rx->rbuf, r);
 }
@@ -343,8 +343,7 @@ MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)
 	}
 	if (!n) {
 		free(pfd);
-		errno = ENOTCONN;
-		return -ENOTCONN;
+		return mercury_quiet(ENOTCONN, "rx poll: every connection is closed");
 	}
 	r = poll(pfd, rx->nconns, timeout_ms);
 	if (r < 0) {
@@ -380,10 +379,8 @@ MERCURY_API int mercury_rx_next(struct mercury_rx *rx, struct mercury_tensor *t)
 {
 	if (!rx || !t)
 		return mercury_err(EINVAL, "rx next: NULL argument");
-	if (!rx->done_cnt) {
-		errno = EAGAIN;
-		return -EAGAIN;
-	}
+	if (!rx->done_cnt)
+		return mercury_quiet(EAGAIN, "rx next: no complete tensor yet");
 	*t = rx->done[rx->done_head];
 	rx->done_head = (rx->done_head + 1) % rx->done_cap;
 	rx->done_cnt--;

@@ -108,6 +108,15 @@ static void test_load_bad(void **state)
 			 -ENOENT);
 	assert_non_null(strstr(mercury_last_error(), "/nonexistent/plan.json"));
 	assert_int_equal(mercury_plan_load(TESTDATA, &p), -EISDIR);
+	/* An endless input is refused after a bound, not read until memory
+	 * runs out; the profile reader shares the bound.
+	 */
+	assert_int_equal(mercury_plan_load("/dev/zero", &p), -EFBIG);
+	assert_null(p);
+	assert_non_null(strstr(mercury_last_error(), "/dev/zero: longer than"));
+	assert_int_equal(mercury_plan_from_profile("/dev/zero", NULL, &p),
+			 -EFBIG);
+	assert_null(p);
 }
 
 /* ---- default plan from profiles ----------------------------------------- */

@@ -274,18 +274,31 @@ static void log_cb(enum mercury_log_level level, const char *msg, void *ctx)
 
 static void test_log_callback(void **state)
 {
+	struct mercury_tensor tensor;
 	struct mercury_tagger *t;
+	struct mercury_rx *rx;
 	uint32_t v;
 
 	(void)state;
 	assert_int_equal(mercury_tagger_new(NULL, &t), 0);
-	mercury_set_log(log_cb, &log_calls);
+	assert_int_equal(mercury_rx_new(NULL, &rx), 0);
+	/* set_log hands back what it replaces, like libbpf_set_print */
+	assert_null(mercury_set_log(log_cb, &log_calls));
 	assert_int_equal(mercury_tagger_value(t, 1 << 20, &v), -ERANGE);
 	assert_int_equal(log_calls, 1);
 	assert_string_equal(log_last, mercury_last_error());
-	mercury_set_log(NULL, NULL);
+	/*
+	 * An expected -EAGAIN is not logged, but its message replaces the
+	 * older failure's: the message always belongs to the last call.
+	 */
+	assert_int_equal(mercury_rx_next(rx, &tensor), -EAGAIN);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(log_calls, 1);
+	assert_non_null(strstr(mercury_last_error(), "no complete tensor"));
+	assert_ptr_equal(mercury_set_log(NULL, NULL), log_cb);
 	assert_int_equal(mercury_tagger_value(t, 1 << 20, &v), -ERANGE);
 	assert_int_equal(log_calls, 1);
+	mercury_rx_free(rx);
 	mercury_tagger_free(t);
 }
 

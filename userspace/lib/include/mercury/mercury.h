@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define MERCURY_VERSION_MAJOR	0
-#define MERCURY_VERSION_MINOR	1
+#define MERCURY_VERSION_MINOR	2
 
 /*
  * Declare and zero an options struct, setting sz and the given fields:
@@ -63,10 +63,17 @@ enum mercury_log_level {
 typedef void (*mercury_log_fn)(enum mercury_log_level level, const char *msg,
 			       void *ctx);
 
-/* Install (or with fn == NULL remove) the log callback. Default: silent. */
-MERCURY_API void mercury_set_log(mercury_log_fn fn, void *ctx);
+/*
+ * Install (or with fn == NULL remove) the log callback; returns the one it
+ * replaces. Thread-safe: fn and ctx change together. Default: silent.
+ */
+MERCURY_API mercury_log_fn mercury_set_log(mercury_log_fn fn, void *ctx);
 
-/* Reason for the last failure in this thread ("" if none yet). */
+/*
+ * Reason for the last negative return in this thread ("" if none yet),
+ * including the expected ones (-EAGAIN, -ENOTCONN): it always belongs to
+ * the call that returned last with an error.
+ */
 MERCURY_API const char *mercury_last_error(void);
 
 /* ---- socket tagging ---------------------------------------------------- */
@@ -247,9 +254,14 @@ struct mercury_chanset_opts {
 	enum mercury_outq_mode outq;
 	bool own_fds;			/* close the fds in mercury_chanset_free */
 	bool no_tag;			/* frame and pick, but never tag sockets */
+	/*
+	 * Longest wait, ms, for connect, for a connection to take more bytes,
+	 * and for one to become eligible; then -ETIMEDOUT. 0: 60000.
+	 */
+	int timeout_ms;
 	size_t :0;
 };
-#define mercury_chanset_opts__last_field no_tag
+#define mercury_chanset_opts__last_field timeout_ms
 
 struct mercury_chanset;
 
