@@ -103,7 +103,8 @@ class _ChansetOpts(_c.Structure):
     _fields_ = [("sz", _c.c_size_t), ("tag_opts", _c.POINTER(_TagOpts)),
                 ("classes", _c.POINTER(_c.c_uint)),
                 ("chunk_size", _c.c_size_t), ("outq", _c.c_int),
-                ("own_fds", _c.c_bool), ("no_tag", _c.c_bool)]
+                ("own_fds", _c.c_bool), ("no_tag", _c.c_bool),
+                ("timeout_ms", _c.c_int)]
 
 
 class _ChansetStats(_c.Structure):
@@ -114,7 +115,8 @@ class _ChansetStats(_c.Structure):
 
 class _RxOpts(_c.Structure):
     _fields_ = [("sz", _c.c_size_t), ("max_tensor_bytes", _c.c_uint64),
-                ("max_pending", _c.c_size_t)]
+                ("max_pending", _c.c_size_t),
+                ("max_pending_bytes", _c.c_uint64)]
 
 
 class _Tensor(_c.Structure):
@@ -408,7 +410,8 @@ class ChannelSet:
     """
 
     def __init__(self, socks, source="mark", shift=0, mask=0, classes=None,
-                 chunk_size=0, outq=OUTQ_KERNEL, no_tag=False, _handle=None):
+                 chunk_size=0, outq=OUTQ_KERNEL, no_tag=False, timeout_ms=0,
+                 _handle=None):
         self._socks = list(socks)
         self._topts = _tag_opts(source, shift, mask)
         self._classes = None
@@ -416,7 +419,7 @@ class ChannelSet:
             self._classes = (_c.c_uint * len(classes))(*classes)
         o = _opts(_ChansetOpts, tag_opts=_c.pointer(self._topts),
                   classes=self._classes, chunk_size=chunk_size, outq=outq,
-                  no_tag=no_tag)
+                  no_tag=no_tag, timeout_ms=timeout_ms)
         self._cs = _P()
         if _handle is not None:
             host, port, n = _handle

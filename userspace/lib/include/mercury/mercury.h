@@ -368,9 +368,15 @@ struct mercury_rx_opts {
 	size_t sz;
 	uint64_t max_tensor_bytes;	/* larger totals are refused; 0: 4 GiB */
 	size_t max_pending;		/* tensors in progress; 0: 65536 */
+	/*
+	 * Bytes of tensors in progress plus completed ones not yet taken by
+	 * mercury_rx_next(); a header that would exceed it is -ENOBUFS.
+	 * 0: 8 GiB.
+	 */
+	uint64_t max_pending_bytes;
 	size_t :0;
 };
-#define mercury_rx_opts__last_field max_pending
+#define mercury_rx_opts__last_field max_pending_bytes
 
 struct mercury_tensor {
 	uint32_t id;
