@@ -48,6 +48,8 @@ struct mp_param {
 	int member;		/* owning member */
 	double bytes;		/* gradient bytes on the wire */
 	int ready_idx;		/* position in backward ready order, -1 unknown */
+	int nshared;		/* other owners of a tied tensor (shared_with) */
+	int *shared;		/* their member indices */
 };
 
 struct mp_node {
@@ -126,7 +128,10 @@ double mp_xfer_ms(const struct mp_cluster *c, int a, int b, double bytes);
 double mp_max_speed(const struct mp_cluster *c);
 
 /* sched.c: the timing engine shared by every algorithm. */
-enum mp_unit_kind { MP_U_FWD, MP_U_BWD, MP_U_XFWD, MP_U_XBWD, MP_U_LOSS };
+/* MP_U_XTIE: a tied tensor's gradient from another owner's device to the
+ * device of its first owner (where the optimizer updates it). */
+enum mp_unit_kind { MP_U_FWD, MP_U_BWD, MP_U_XFWD, MP_U_XBWD, MP_U_LOSS,
+		    MP_U_XTIE };
 
 struct mp_unit {
 	int kind;
@@ -274,6 +279,7 @@ struct mp_mstate {
 	double *used;		/* bytes per device */
 	uint64_t *recv;		/* per member: devices holding a copy */
 	double *add;		/* scratch: bytes a placement would add */
+	uint64_t *tied;		/* per param: devices holding a tied copy */
 	const int *place;
 };
 

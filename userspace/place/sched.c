@@ -272,6 +272,33 @@ int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 			pair_add(&P, n + e->dst, grp_x[j] + 1);
 		}
 	}
+	/*
+	 * A tied tensor whose other owner runs elsewhere: that device's
+	 * gradient contribution goes to the first owner's device after its
+	 * backward, before the step can end (the update needs the sum).
+	 */
+	for (int i = 0; i < g->np; i++) {
+		const struct mp_param *pa = &g->params[i];
+		int home = place[g->members[pa->member].node];
+
+		for (int k = 0; k < pa->nshared; k++) {
+			int v = g->members[pa->shared[k]].node;
+			int x;
+
+			if (place[v] == home)
+				continue;
+			x = unit_add(U, &cap);
+			U->u[x].kind = MP_U_XTIE;
+			U->u[x].node = v;
+			U->u[x].member = pa->shared[k];
+			U->u[x].first_dst = pa->member;
+			U->u[x].res = MP_LINK(c, place[v], home);
+			U->u[x].bytes = pa->bytes;
+			U->u[x].dur = mp_xfer_ms(c, place[v], home, pa->bytes);
+			U->u[x].prio = U->u[x].dur;
+			pair_add(&P, n + v, x);
+		}
+	}
 	U->succ_off = mp_calloc(U->nu + 1, sizeof(int));
 	U->succ = mp_calloc(P.n, sizeof(int));
 	for (int i = 0; i < P.n; i++) {
@@ -439,9 +466,16 @@ double mp_eval(const struct mp_graph *g, const struct mp_cluster *c,
 /*
  * Static (peak-bounding) memory of a device: for each node placed there its
  * parameters x3 (weights, gradients, momentum) and its stashed activations;
- * plus each activation received from another device (kept for backward)
- * and each activation gradient received back.  The simulator's time-varying
- * peak never exceeds this.
+ * plus one copy of each activation received from another device (kept for
+ * backward).  The sender holds nothing extra: the tensor it sends is its
+ * own stashed output, already counted once in its node's act_bytes.
+ * Activation gradients are transient on one device and across devices
+ * alike, so neither side counts them (charging the sender for the
+ * gradient it gets back counted that tensor twice and made m-ETF give up
+ * on a full device 0 while others were empty).  A tied tensor (shared_with)
+ * whose owners sit on other devices costs each of them a copy of its
+ * weights and gradient.  The simulator's time-varying peak never exceeds
+ * this.
  */
 void mp_mem_static(const struct mp_graph *g, const struct mp_cluster *c,
 		   const int *place, double *mem)
@@ -469,7 +503,20 @@ void mp_mem_static(const struct mp_graph *g, const struct mp_cluster *c,
 			gm[ng] = e->src_member;
 			gd[ng++] = d;
 			mem[d] += e->bytes;
-			mem[place[u]] += e->bytes;
+		}
+	}
+	for (int i = 0; i < g->np; i++) {
+		const struct mp_param *pa = &g->params[i];
+		int home = place[g->members[pa->member].node];
+		uint64_t have = 1ull << home;
+
+		for (int k = 0; k < pa->nshared; k++) {
+			int d = place[g->members[pa->shared[k]].node];
+
+			if (have >> d & 1)
+				continue;
+			have |= 1ull << d;
+			mem[d] += 2.0 * pa->bytes;
 		}
 	}
 	free(gm);

@@ -297,8 +297,12 @@ static void test_engine_by_hand(void **state)
 	assert_int_equal(p.prio[3].dst, 1);
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(p.prio[i].tag, i + 1);
-	/* static memory: nodes + one received copy and one gradient each way */
-	assert_float_equal(p.mem[0], 0 + 3 * 400 + 1000 + 1000, 0);
+	/*
+	 * static memory: nodes + one received copy on gpu1 (node3 and node4
+	 * share it); the sender holds only its own stash, and activation
+	 * gradients are transient on either side
+	 */
+	assert_float_equal(p.mem[0], 0 + 3 * 400 + 1000, 0);
 	assert_float_equal(p.mem[1], 3 * 800 + 141 + 500 + 1000, 0);
 	mp_plan_free(&p);
 	/* on one device there is no transfer: the sum of compute */
@@ -395,6 +399,175 @@ static void test_invariants_tight(void **state)
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		for (int d = 2; d <= 4; d *= 2)
 			check_invariants(files[i], d, 1.5);
+}
+
+/*
+ * Every shipped profile whose memory fits the cluster's total (by the
+ * engine's own model, mp_graph_mem) is placed by every baseline and by
+ * Mercury on 2, 4 and 8 devices of 16 and 80 GB: a memory-constrained list
+ * scheduler never gives up while a device with room exists.  Only "single"
+ * may refuse, and only when no one device holds the model; "even" splits by
+ * compute alone and may refuse when a stretch exceeds its device.
+ */
+static const char *const all_profiles[] = {
+	"h200/bert_large.json", "h200/gpt2.json", "h200/gpt2_xl.json",
+	"h200/inception_v3.json", "h200/resnet50.json", "h200/vgg16.json",
+	"h200/vit_b_16.json", "pipedream/alexnet.graph.txt",
+	"pipedream/gnmt.graph.txt", "pipedream/gnmt_large.graph.txt",
+	"pipedream/inception_v3.graph.txt",
+	"pipedream/nasnetamobile.graph.txt", "pipedream/resnet101.graph.txt",
+	"pipedream/resnet18.graph.txt", "pipedream/resnet50.graph.txt",
+	"pipedream/resnext50.graph.txt", "pipedream/squeezenet1_0.graph.txt",
+	"pipedream/vgg16.graph.txt",
+};
+
+#define NPROFILES (sizeof(all_profiles) / sizeof(all_profiles[0]))
+
+static void test_baselines_place_what_fits(void **state)
+{
+	static const double gbs[] = { 16e9, 80e9 };
+	int checked = 0, even_refused = 0;
+
+	(void)state;
+	assert_true(have_profiles());
+	for (size_t i = 0; i < NPROFILES; i++) {
+		struct mp_graph g;
+		struct mp_err err;
+		int *place;
+
+		assert_int_equal(mp_graph_load(profile(all_profiles[i]), &g,
+					       &err), 0);
+		place = mp_calloc(g.n, sizeof(int));
+		for (int d = 2; d <= 8; d *= 2)
+			for (int k = 0; k < 2; k++) {
+				struct mp_cluster c;
+				double need = mp_graph_mem(&g);
+
+				if (need > d * gbs[k])
+					continue;
+				mp_cluster_make(&c, d, gbs[k], 1.0, 12.5e9, 1e-5);
+				for (int a = 0; a < MP_ALGO_COUNT; a++) {
+					int ret = mp_place(&g, &c, a, place, &err);
+
+					if (ret && a == MP_ALGO_SINGLE &&
+					    need > gbs[k])
+						continue;
+					if (ret && a == MP_ALGO_EVEN) {
+						assert_int_equal(ret, -ENOSPC);
+						even_refused++;
+						continue;
+					}
+					if (ret)
+						fail_msg("%s on %d x %.0f GB: %s",
+							 all_profiles[i], d,
+							 gbs[k] / 1e9, err.msg);
+					assert_int_equal(mp_mem_ok(&g, &c, place,
+								   &err), 0);
+					checked++;
+				}
+				mp_cluster_free(&c);
+			}
+		free(place);
+		mp_graph_free(&g);
+	}
+	print_message("# %d placements checked, even refused %d\n", checked,
+		      even_refused);
+	assert_true(checked > 500);
+}
+
+/*
+ * Tied tensors (profiles/README.md): listed once under the first user, with
+ * shared_with naming the others.  Their bytes count once; when an owner
+ * runs on another device it holds a copy of the weights and the gradient
+ * and sends its gradient contribution home before the step ends.
+ */
+static void test_tied_tensors(void **state)
+{
+	static const struct {
+		const char *file, *param, *home, *other;
+		double total_params;
+	} t[] = {
+		{ "h200/gpt2.json", "transformer.wte.weight", "transformer.wte",
+		  "lm_head", 124439808 },
+		{ "h200/bert_large.json",
+		  "bert.embeddings.word_embeddings.weight",
+		  "bert.embeddings.word_embeddings", "cls.predictions.decoder",
+		  0 },
+	};
+
+	(void)state;
+	assert_true(have_profiles());
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct mp_graph g;
+		struct mp_cluster c;
+		struct mp_err err;
+		struct mp_units U;
+		double sum = 0, m0[2], m1[2], bytes = 0;
+		int *place, pi = -1, home, other, nx = 0;
+
+		assert_int_equal(mp_graph_load(profile(t[i].file), &g, &err), 0);
+		for (int k = 0; k < g.np; k++) {
+			sum += g.params[k].bytes;
+			if (!strcmp(g.params[k].name, t[i].param)) {
+				assert_int_equal(pi, -1);
+				pi = k;
+			}
+		}
+		assert_int_not_equal(pi, -1);
+		if (t[i].total_params > 0)
+			assert_float_equal(sum, 4 * t[i].total_params, 0);
+		home = member(&g, t[i].home);
+		other = member(&g, t[i].other);
+		assert_int_not_equal(other, -1);
+		assert_int_equal(g.params[pi].member, home);
+		assert_int_equal(g.params[pi].nshared, 1);
+		assert_int_equal(g.params[pi].shared[0], other);
+		bytes = g.params[pi].bytes;
+		assert_true(bytes > 1e8);
+		/* the tensor's bytes are in its home node only */
+		sum = 0;
+		for (int v = 0; v < g.n; v++)
+			sum += g.nodes[v].param_bytes;
+		for (int k = 0; k < g.np; k++)
+			sum -= g.params[k].bytes;
+		assert_float_equal(sum, 0, 1);
+
+		mp_cluster_make(&c, 2, 80e9, 1.0, 12.5e9, 1e-5);
+		place = mp_calloc(g.n, sizeof(int));
+		/* the other owner alone on gpu1, then with the rest on gpu1 */
+		place[g.members[other].node] = 1;
+		mp_mem_static(&g, &c, place, m0);
+		for (int v = 0; v < g.n; v++)
+			place[v] = 1;
+		place[g.members[home].node] = 0;
+		mp_mem_static(&g, &c, place, m1);
+		/* gpu0 holds the master copy (x3) in both; gpu1 a copy (x2) */
+		assert_true(m0[1] >= mp_node_mem(&g, g.members[other].node) +
+				     2 * bytes);
+		assert_true(m1[0] >= 3 * bytes);
+		assert_true(m1[1] >= 2 * bytes);
+		assert_int_equal(mp_units_build(&g, &c, place, &U), 0);
+		for (int x = 0; x < U.nu; x++)
+			if (U.u[x].kind == MP_U_XTIE) {
+				nx++;
+				assert_float_equal(U.u[x].bytes, bytes, 0);
+				assert_int_equal(U.u[x].res, MP_LINK(&c, 1, 0));
+			}
+		assert_int_equal(nx, 1);
+		mp_units_free(&U);
+		/* co-located: no copy, no transfer */
+		for (int v = 0; v < g.n; v++)
+			place[v] = 0;
+		mp_mem_static(&g, &c, place, m1);
+		assert_float_equal(m1[0], mp_graph_mem(&g), 1);
+		assert_int_equal(mp_units_build(&g, &c, place, &U), 0);
+		for (int x = 0; x < U.nu; x++)
+			assert_int_not_equal(U.u[x].kind, MP_U_XTIE);
+		mp_units_free(&U);
+		free(place);
+		mp_cluster_free(&c);
+		mp_graph_free(&g);
+	}
 }
 
 /* The chain programme equals brute force over all placements. */
@@ -609,6 +782,8 @@ int main(void)
 		cmocka_unit_test(test_engine_by_hand),
 		cmocka_unit_test(test_invariants_roomy),
 		cmocka_unit_test(test_invariants_tight),
+		cmocka_unit_test(test_baselines_place_what_fits),
+		cmocka_unit_test(test_tied_tensors),
 		cmocka_unit_test(test_dp_chain_exact),
 		cmocka_unit_test(test_coarsen_keeps_dag),
 		cmocka_unit_test(test_priorities_resnet50),
