@@ -184,6 +184,7 @@ struct mp_bound {
 	double cp_ms;		/* critical path at the fastest speed */
 	double work_ms;		/* total work over the sum of speeds */
 	double mem_ms;		/* extra lower bound from memory (chains) */
+	double comm_ms;		/* critical path with branch communication */
 	double lb_ms;		/* the maximum */
 };
 

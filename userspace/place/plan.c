@@ -204,6 +204,7 @@ struct json_object *mp_plan_json(const struct mp_plan *p)
 	json_object_object_add(lb, "critical_path_ms", jms(p->lb.cp_ms));
 	json_object_object_add(lb, "work_ms", jms(p->lb.work_ms));
 	json_object_object_add(lb, "memory_ms", jms(p->lb.mem_ms));
+	json_object_object_add(lb, "comm_path_ms", jms(p->lb.comm_ms));
 	json_object_object_add(o, "lower_bound_parts", lb);
 	json_object_object_add(o, "ratio_to_lower_bound",
 			       json_object_new_double(round(p->step_ms /

@@ -441,11 +441,13 @@ static void test_baselines_place_what_fits(void **state)
 		for (int d = 2; d <= 8; d *= 2)
 			for (int k = 0; k < 2; k++) {
 				struct mp_cluster c;
-				double need = mp_graph_mem(&g);
+				struct mp_bound lb;
+				double need = mp_graph_mem(&g), step;
 
 				if (need > d * gbs[k])
 					continue;
 				mp_cluster_make(&c, d, gbs[k], 1.0, 12.5e9, 1e-5);
+				mp_lower_bound(&g, &c, &lb);
 				for (int a = 0; a < MP_ALGO_COUNT; a++) {
 					int ret = mp_place(&g, &c, a, place, &err);
 
@@ -463,6 +465,15 @@ static void test_baselines_place_what_fits(void **state)
 							 gbs[k] / 1e9, err.msg);
 					assert_int_equal(mp_mem_ok(&g, &c, place,
 								   &err), 0);
+					/* both bounds hold for every result */
+					step = mp_eval(&g, &c, place);
+					if (step < lb.lb_ms * (1 - 1e-12) ||
+					    step < lb.comm_ms * (1 - 1e-12))
+						fail_msg("%s %d x %.0f GB %s: step %.6f below the bound %.6f (comm %.6f)",
+							 all_profiles[i], d,
+							 gbs[k] / 1e9,
+							 mp_algo_name(a), step,
+							 lb.lb_ms, lb.comm_ms);
 					checked++;
 				}
 				mp_cluster_free(&c);
@@ -568,6 +579,45 @@ static void test_tied_tensors(void **state)
 		mp_cluster_free(&c);
 		mp_graph_free(&g);
 	}
+}
+
+/*
+ * The communication-aware bound on a diamond (tests/data/diamond.graph.txt):
+ * two 1 ms branches (1 ms backward each) whose 10 kB tensors take 10 ms at
+ * 1 MB/s.  Free communication would allow 2 ms (branches in parallel); a
+ * branch sent elsewhere costs 11 ms, so either way the step is at least
+ * 2 + 2 ms, which one device achieves: the bound is exact here.
+ */
+static void test_comm_bound_diamond(void **state)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_err err;
+	struct mp_bound lb;
+	int place[4] = { 0 };
+	double opt = 1e300;
+
+	(void)state;
+	assert_int_equal(mp_graph_load(data("diamond.graph.txt"), &g, &err), 0);
+	assert_int_equal(mp_cluster_load(data("two_1MBps.json"), &c, &err), 0);
+	mp_lower_bound(&g, &c, &lb);
+	assert_float_equal(lb.cp_ms, 2, 1e-12);
+	assert_float_equal(lb.comm_ms, 4, 1e-12);
+	assert_float_equal(lb.lb_ms, 4, 1e-12);
+	/* brute force: the optimum is 4 and nothing beats the bound */
+	for (int m = 0; m < 16; m++) {
+		double t;
+
+		for (int v = 0; v < 4; v++)
+			place[v] = m >> v & 1;
+		t = mp_eval(&g, &c, place);
+		assert_true(t >= lb.lb_ms - 1e-12);
+		if (t < opt)
+			opt = t;
+	}
+	assert_float_equal(opt, 4, 1e-12);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
 }
 
 /* The chain programme equals brute force over all placements. */
@@ -784,6 +834,7 @@ int main(void)
 		cmocka_unit_test(test_invariants_tight),
 		cmocka_unit_test(test_baselines_place_what_fits),
 		cmocka_unit_test(test_tied_tensors),
+		cmocka_unit_test(test_comm_bound_diamond),
 		cmocka_unit_test(test_dp_chain_exact),
 		cmocka_unit_test(test_coarsen_keeps_dag),
 		cmocka_unit_test(test_priorities_resnet50),
