@@ -976,6 +976,10 @@ int mp_graph_load_pipedream(const char *path, struct mp_graph *g,
 		name_put(map, s, g->nm);
 		g->members[g->nm].name = mp_strdup(s);
 		g->members[g->nm].called = 1;
+		if (!strncmp(sep + 4, "Input", 5))
+			g->members[g->nm].role = MP_ROLE_INPUT;
+		else if (!strncmp(sep + 4, "__getitem__", 11))
+			g->members[g->nm].role = MP_ROLE_GETITEM;
 		g->members[g->nm].order = g->nm;
 		g->members[g->nm].fwd_ms = vals[g->nm][0];
 		g->members[g->nm].out_bytes = vals[g->nm][2];

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,8 @@ static int fail(int code, const char *fmt, ...)
 
 struct opts {
 	const char *profile, *cluster, *algo, *out, *png, *profiles, *outdir;
-	int synthetic;
+	int synthetic, pipedream, nomem, sim, replicas;
+	double bandwidth;
 };
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -79,6 +81,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "profiles", required_argument, NULL, 'P' },
 		{ "out", required_argument, NULL, 'O' },
 		{ "synthetic", required_argument, NULL, 's' },
+		{ "pipedream-model", no_argument, NULL, 'D' },
+		{ "no-memory", no_argument, NULL, 'M' },
+		{ "bandwidth", required_argument, NULL, 'b' },
+		{ "simulate", required_argument, NULL, 'S' },
+		{ "replicas", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -107,6 +114,33 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return fail(2, "--synthetic: expected a node count, got '%s'",
 					    optarg);
 			o->synthetic = (int)v;
+			break;
+		}
+		case 'D': o->pipedream = 1; break;
+		case 'M': o->nomem = 1; break;
+		case 'b': {
+			char *end;
+			double v = strtod(optarg, &end);
+
+			if (*end || !(v > 0) || !isfinite(v))
+				return fail(2, "--bandwidth: expected bytes per second > 0, got '%s'",
+					    optarg);
+			o->bandwidth = v;
+			break;
+		}
+		case 'S':
+		case 'R': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 1 || v > 100000)
+				return fail(2, "--%s: expected a count 1..100000, got '%s'",
+					    ch == 'S' ? "simulate" : "replicas",
+					    optarg);
+			if (ch == 'S')
+				o->sim = (int)v;
+			else
+				o->replicas = (int)v;
 			break;
 		}
 		case 'h': usage(stdout); exit(0);
@@ -597,6 +631,243 @@ static int cmd_bench(int argc, char **argv)
 	return 0;
 }
 
+/* ---- pipelined placement ------------------------------------------------ */
+
+static void pipe_print(const struct mp_graph *g, const struct mp_pipe *p,
+		       const struct mp_pipe_opts *po, double sim_ms, int nsim)
+{
+	printf("%s on %d devices, %s model: %d stages, %d micro-batches in flight at the input, period %.3f ms per micro-batch, %.3fx one device (%.3f ms), data parallel %.3fx%s\n",
+	       g->model, p->machines_used, po->pipedream ? "PipeDream's" : "Mercury's",
+	       p->nstages, p->microbatches, p->period_ms, p->speedup,
+	       p->single_ms, p->single_ms / p->dp_ms,
+	       p->dp_fits ? "" : " (a whole replica does not fit)");
+	if (nsim)
+		printf("simulated %d micro-batches: steady-state period %.3f ms (prediction x%.4f)\n",
+		       nsim, sim_ms, sim_ms / p->period_ms);
+	if (p->stash_limited)
+		printf("memory keeps some stage below the micro-batches in flight that would keep it busy: period simulated (%s schedule)\n",
+		       p->greedy ? "backward-first" : "strict 1F1B");
+	printf("%5s %6s %6s %8s %10s %10s %10s %10s %8s %6s %9s\n", "stage", "nodes",
+	       "repl", "devices", "compute_ms", "time_ms", "link_ms",
+	       "mem_GB", "stashed", "needs", "loop_ms");
+	for (int s = 0; s < p->nstages; s++) {
+		const struct mp_pipe_stage *st = &p->st[s];
+
+		printf("%5d %6d %6d %4d-%-3d %10.3f %10.3f %10.3f %10.3f %8d %6d %9.3f\n",
+		       s, st->end - st->first, st->replicas, st->device0,
+		       st->device0 + st->replicas - 1, st->compute_ms,
+		       st->time_ms, st->link_ms, st->mem_bytes / 1e9,
+		       st->in_flight, st->need, st->loop_ms);
+	}
+}
+
+static struct json_object *pipe_json(const struct mp_graph *g,
+				     const struct mp_cluster *c,
+				     const struct mp_pipe *p,
+				     const struct mp_pipe_opts *po,
+				     double sim_ms, int nsim)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+
+	json_object_object_add(o, "model", json_object_new_string(g->model));
+	json_object_object_add(o, "cost_model",
+			       json_object_new_string(po->pipedream ? "pipedream" : "mercury"));
+	json_object_object_add(o, "devices_used",
+			       json_object_new_int(p->machines_used));
+	json_object_object_add(o, "stages", json_object_new_int(p->nstages));
+	json_object_object_add(o, "microbatches_in_flight",
+			       json_object_new_int(p->microbatches));
+	json_object_object_add(o, "period_ms", json_object_new_double(p->period_ms));
+	json_object_object_add(o, "stash_limited",
+			       json_object_new_boolean(p->stash_limited));
+	json_object_object_add(o, "schedule",
+			       json_object_new_string(p->greedy ? "backward-first" : "1f1b"));
+	json_object_object_add(o, "microbatches_per_s",
+			       json_object_new_double(1e3 / p->period_ms));
+	json_object_object_add(o, "single_device_ms",
+			       json_object_new_double(p->single_ms));
+	json_object_object_add(o, "speedup", json_object_new_double(p->speedup));
+	json_object_object_add(o, "data_parallel_speedup",
+			       json_object_new_double(p->single_ms / p->dp_ms));
+	json_object_object_add(o, "data_parallel_fits",
+			       json_object_new_boolean(p->dp_fits));
+	if (nsim) {
+		json_object_object_add(o, "simulated_microbatches",
+				       json_object_new_int(nsim));
+		json_object_object_add(o, "simulated_period_ms",
+				       json_object_new_double(sim_ms));
+	}
+	for (int s = 0; s < p->nstages; s++) {
+		const struct mp_pipe_stage *st = &p->st[s];
+		struct json_object *e = json_object_new_object();
+		struct json_object *dev = json_object_new_array();
+		struct json_object *mem = json_object_new_array();
+
+		for (int r = 0; r < st->replicas; r++)
+			json_object_array_add(dev,
+				json_object_new_string(c->dev[st->device0 + r].name));
+		for (int i = st->first; i < st->end; i++) {
+			int v = p->order[i];
+
+			for (int m = 0; m < g->nm; m++)
+				if (g->members[m].node == v)
+					json_object_array_add(mem,
+						json_object_new_string(g->members[m].name));
+		}
+		json_object_object_add(e, "devices", dev);
+		json_object_object_add(e, "compute_ms",
+				       json_object_new_double(st->compute_ms));
+		json_object_object_add(e, "time_ms",
+				       json_object_new_double(st->time_ms));
+		json_object_object_add(e, "link_in_ms",
+				       json_object_new_double(st->link_ms));
+		json_object_object_add(e, "in_flight",
+				       json_object_new_int(st->in_flight));
+		json_object_object_add(e, "memory_bytes",
+				       json_object_new_int64((int64_t)st->mem_bytes));
+		json_object_object_add(e, "members", mem);
+		json_object_array_add(arr, e);
+	}
+	json_object_object_add(o, "pipeline", arr);
+	return o;
+}
+
+static int cmd_pipe(int argc, char **argv)
+{
+	struct mp_pipe_opts po = { 0 };
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_pipe p;
+	struct mp_err err;
+	struct opts o;
+	double sim_ms = 0;
+	int ret;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	ret = load_inputs(&o, &g, &c);
+	if (ret)
+		return ret;
+	po.pipedream = o.pipedream;
+	po.memory = !o.nomem && !o.pipedream;
+	po.fewer = 1;
+	po.bandwidth_Bps = o.bandwidth;
+	ret = mp_pipe_solve(&g, &c, &po, &p, &err);
+	if (ret) {
+		ret = fail(1, "%s", err.msg);
+		goto out;
+	}
+	if (o.sim && !po.pipedream &&
+	    mp_pipe_sim(&g, &c, &po, &p, o.sim, &sim_ms, &err)) {
+		ret = fail(1, "%s", err.msg);
+		mp_pipe_free(&p);
+		goto out;
+	}
+	if (json_out) {
+		struct json_object *j = pipe_json(&g, &c, &p, &po, sim_ms,
+						  po.pipedream ? 0 : o.sim);
+
+		printf("%s\n", json_object_to_json_string_ext(j,
+					JSON_C_TO_STRING_PRETTY |
+					JSON_C_TO_STRING_SPACED |
+					JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(j);
+	} else {
+		pipe_print(&g, &p, &po, sim_ms, po.pipedream ? 0 : o.sim);
+	}
+	mp_pipe_free(&p);
+out:
+	mp_graph_free(&g);
+	mp_cluster_free(&c);
+	return ret;
+}
+
+/*
+ * PipeDream's published predictions (issue 17): its optimizer on its own
+ * graph.txt at 1.25e9 B/s, no memory constraint: speedup over one machine
+ * (stages) on 4 and 8 machines, and its data-parallel figures.  They are
+ * the reference the table compares with, not a result of this program.
+ */
+static const struct pdref {
+	const char *model;
+	double s4, s8, dp4, dp8;
+	int st4, st8;
+} pdrefs[] = {
+	{ "vgg16", 3.81, 6.67, 1.34, 2.42, 2, 2 },
+	{ "resnet50", 2.92, 5.39, 2.58, 4.86, 2, 3 },
+	{ "resnet18", 3.16, 5.96, 2.79, 5.32, 2, 3 },
+	{ "resnet101", 3.60, 5.00, 1.96, 3.61, 3, 4 },
+	{ "alexnet", 2.63, 5.65, 0.51, 0.89, 2, 2 },
+	{ "resnext50", 3.59, 6.13, 2.84, 5.43, 2, 3 },
+	{ "squeezenet1_0", 3.84, 7.63, 3.84, 7.63, 1, 1 },
+	{ "gnmt", 3.46, 4.64, 0.18, 0.32, 4, 8 },
+	{ "gnmt_large", 3.80, 6.28, 0.65, 1.15, 4, 8 },
+};
+
+static int cmd_pipedream(int argc, char **argv)
+{
+	struct opts o;
+	int ret, worse = 0;
+	double bw;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	if (!o.profiles)
+		return fail(2, "pipedream needs --profiles DIR");
+	bw = o.bandwidth > 0 ? o.bandwidth : 1.25e9;
+	printf("PipeDream's cost model, %.4g B/s, no memory constraint: speedup over one machine (stages)\n", bw);
+	printf("%-14s | %-22s %6s | %-22s %6s | %-13s %-13s\n", "model",
+	       "4 machines: ours / PD", "ratio", "8 machines: ours / PD",
+	       "ratio", "DP 4: ours/PD", "DP 8: ours/PD");
+	for (size_t i = 0; i < sizeof(pdrefs) / sizeof(pdrefs[0]); i++) {
+		const struct pdref *r = &pdrefs[i];
+		char path[4096];
+		struct mp_graph g;
+		struct mp_err err;
+		double sp[2], dp[2];
+		int st[2];
+
+		snprintf(path, sizeof(path), "%s/pipedream/%s.graph.txt",
+			 o.profiles, r->model);
+		if (mp_graph_load(path, &g, &err)) {
+			printf("%s: %s\n", r->model, err.msg);
+			worse++;
+			continue;
+		}
+		for (int k = 0; k < 2; k++) {
+			struct mp_pipe_opts po = { .pipedream = 1,
+						   .bandwidth_Bps = bw,
+						   .fewer = 1 };
+			struct mp_cluster c;
+			struct mp_pipe p;
+
+			mp_cluster_make(&c, k ? 8 : 4, 1e18, 1.0, bw, 0);
+			if (mp_pipe_solve(&g, &c, &po, &p, &err)) {
+				printf("%s: %s\n", r->model, err.msg);
+				sp[k] = dp[k] = 0;
+				st[k] = 0;
+			} else {
+				sp[k] = p.speedup;
+				dp[k] = p.single_ms / p.dp_ms;
+				st[k] = p.nstages;
+				mp_pipe_free(&p);
+			}
+			mp_cluster_free(&c);
+		}
+		printf("%-14s | %5.2fx (%d) / %5.2fx (%d) %6.3f | %5.2fx (%d) / %5.2fx (%d) %6.3f | %5.2f / %5.2f  %5.2f / %5.2f\n",
+		       r->model, sp[0], st[0], r->s4, r->st4, sp[0] / r->s4,
+		       sp[1], st[1], r->s8, r->st8, sp[1] / r->s8, dp[0],
+		       r->dp4, dp[1], r->dp8);
+		worse += sp[0] < r->s4 * 0.995 || sp[1] < r->s8 * 0.995;
+		mp_graph_free(&g);
+	}
+	printf("rows below PipeDream's figure (by more than 0.5%%): %d\n", worse);
+	return 0;
+}
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 static const struct cmd {
@@ -606,6 +877,8 @@ static const struct cmd {
 	{ "place", cmd_place },
 	{ "compare", cmd_compare },
 	{ "bench", cmd_bench },
+	{ "pipe", cmd_pipe },
+	{ "pipedream", cmd_pipedream },
 };
 
 int main(int argc, char **argv)
@@ -638,6 +911,11 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strncmp(argv[1], cmds[i].name, len))
 			continue;
+		/* an exact name wins over longer ones it prefixes */
+		if (!cmds[i].name[len]) {
+			hit = &cmds[i];
+			break;
+		}
 		if (hit)
 			return fail(2, "ambiguous command '%s'", argv[1]);
 		hit = &cmds[i];

@@ -41,7 +41,12 @@ struct mp_member {
 	double fwd_ms;		/* forward time at speed 1 (ms) */
 	double off_ms;		/* start offset inside its node's forward (ms) */
 	double out_bytes;	/* bytes of its (last) output activation */
+	int role;		/* MP_ROLE_*: what PipeDream's optimizer drops */
 };
+
+/* PipeDream's optimizer zeroes its Input sources (data loading, always in
+ * the first stage) and removes its __getitem__ sinks; pipe.c does too. */
+enum { MP_ROLE_OP, MP_ROLE_INPUT, MP_ROLE_GETITEM };
 
 struct mp_param {
 	char *name;		/* tensor name in the priority plan */
@@ -292,6 +297,57 @@ void mp_mstate_free(struct mp_mstate *m);
 /* 1 if node v fits on device d given the placed producers. */
 int mp_mstate_fits(struct mp_mstate *m, int v, int d);
 void mp_mstate_commit(struct mp_mstate *m, int v, int d);
+
+/* pipe.c: pipelined placement (stages, 1F1B micro-batches, replicas). */
+struct mp_pipe_opts {
+	int pipedream;		/* PipeDream's cost model instead of Mercury's */
+	int memory;		/* check device memory (Mercury's model) */
+	int fewer;		/* may leave devices unused */
+	double bandwidth_Bps;	/* > 0: overrides the cluster's links */
+};
+
+struct mp_pipe_stage {
+	int first, end;		/* positions [first, end) in mp_pipe.order */
+	int replicas;		/* devices running this stage */
+	int device0;		/* first of them (consecutive) */
+	int in_flight;		/* micro-batches stashed per replica (1F1B) */
+	double compute_ms;	/* forward + backward of one micro-batch */
+	double time_ms;		/* per micro-batch, over its replicas */
+	double link_ms;		/* the cut before it, per micro-batch */
+	double param_bytes;
+	double act_bytes;	/* stashed activations per micro-batch */
+	double in_bytes;	/* activations received per micro-batch */
+	double mem_bytes;	/* per replica, with in_flight stashes */
+	double loop_ms;		/* one micro-batch from its F here to its B */
+	int need;		/* in flight that keeps it busy (Little's law) */
+};
+
+struct mp_pipe {
+	int nstages;
+	struct mp_pipe_stage *st;
+	int *order;		/* the topological order the stages cut */
+	int *stage_of;		/* per node */
+	int machines_used;
+	int microbatches;	/* in flight at the input stage (NOAM) */
+	double period_ms;	/* predicted time per micro-batch */
+	double single_ms;	/* one device, no pipelining */
+	double dp_ms;		/* data parallelism over all devices */
+	int dp_fits;		/* ... and whether a whole replica fits */
+	double speedup;		/* single_ms / period_ms */
+	int stash_limited;	/* memory kept some stage below its need: the
+				 * period is then simulated, not predicted */
+	int greedy;		/* schedule: 0 strict 1F1B, 1 backward-first */
+};
+
+int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
+		  const struct mp_pipe_opts *o, struct mp_pipe *p,
+		  struct mp_err *err);
+void mp_pipe_free(struct mp_pipe *p);
+int mp_pipe_inflight(int machines_from_here, int r);
+/* Runs nmb micro-batches through the engine; steady-state period (ms). */
+int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
+		const struct mp_pipe_opts *o, const struct mp_pipe *p,
+		int nmb, double *period_ms, struct mp_err *err);
 
 /* util */
 double mp_now_ms(void);

@@ -620,6 +620,235 @@ static void test_comm_bound_diamond(void **state)
 	mp_graph_free(&g);
 }
 
+/* ---- pipelined placement ------------------------------------------------ */
+
+/*
+ * The engine's simulation of the pipelined plan (1F1B, stash limit,
+ * replicas, all-reduces, links) agrees with the predicted period on every
+ * shipped profile, 2/4/8 devices of 16 and 80 GB, at 12.5 and 1.25 GB/s.
+ */
+static void test_pipe_sim_agrees(void **state)
+{
+	static const double gbs[] = { 16e9, 80e9 }, bws[] = { 12.5e9, 1.25e9 };
+	int runs = 0, split = 0, limited = 0;
+
+	(void)state;
+	assert_true(have_profiles());
+	for (size_t i = 0; i < NPROFILES; i++) {
+		struct mp_graph g;
+		struct mp_err err;
+
+		assert_int_equal(mp_graph_load(profile(all_profiles[i]), &g,
+					       &err), 0);
+		for (int d = 2; d <= 8; d *= 2)
+			for (int k = 0; k < 2; k++)
+				for (int b = 0; b < 2; b++) {
+					struct mp_pipe_opts po = { .memory = 1,
+								   .fewer = 1 };
+					struct mp_cluster c;
+					struct mp_pipe p;
+					double sim;
+					int ret;
+
+					mp_cluster_make(&c, d, gbs[k], 1.0,
+							bws[b], 1e-5);
+					ret = mp_pipe_solve(&g, &c, &po, &p, &err);
+					if (ret) {
+						/* only when nothing fits */
+						assert_int_equal(ret, -ENOSPC);
+						mp_cluster_free(&c);
+						continue;
+					}
+					assert_int_equal(mp_pipe_sim(&g, &c, &po,
+								     &p, 384, &sim,
+								     &err), 0);
+					/* short of stash: simulated by the solver */
+					limited += p.stash_limited;
+					if (fabs(sim / p.period_ms - 1) >
+					    (p.stash_limited ? 0.03 : 0.02))
+						fail_msg("%s %d x %.0f GB at %.3g B/s: simulated %.4f ms, predicted %.4f%s",
+							 all_profiles[i], d,
+							 gbs[k] / 1e9, bws[b],
+							 sim, p.period_ms,
+							 p.stash_limited ?
+							 " (stash-limited)" : "");
+					for (int s = 0; s < p.nstages; s++)
+						assert_true(p.st[s].mem_bytes <=
+							    gbs[k]);
+					split += p.nstages > 1;
+					runs++;
+					mp_pipe_free(&p);
+					mp_cluster_free(&c);
+				}
+		mp_graph_free(&g);
+	}
+	print_message("# %d pipelines simulated, %d with more than one stage, %d stash-limited\n",
+		      runs, split, limited);
+	assert_true(runs > 150);
+	assert_true(split > 20);
+}
+
+/*
+ * PipeDream's cost model, checked by brute force: on AlexNet (23 nodes)
+ * every partition of the order into at most 4 stages with every replica
+ * count, priced with the published formulas computed here independently;
+ * the programme's period is the minimum.  Its data-parallel figure is the
+ * formula itself, and matches the issue's table (0.51x on 4 machines).
+ */
+struct bf {
+	const struct mp_graph *g;
+	const int *ord, *skip;
+	double B, best;
+	int n, M;
+};
+
+static double bf_xpd(const struct bf *b, int k)
+{
+	double x = 0;
+
+	/* maximal nodes of the prefix: no consumer inside it */
+	for (int i = 0; i < k; i++) {
+		int v = b->ord[i], inside = 0;
+
+		if (b->skip[v])
+			continue;
+		for (int e = b->g->out_off[v]; e < b->g->out_off[v + 1]; e++)
+			for (int q = 0; q < k; q++)
+				if (b->ord[q] == b->g->edges[b->g->out_e[e]].dst &&
+				    !b->skip[b->ord[q]])
+					inside = 1;
+		if (!inside)
+			x += b->g->nodes[v].act_bytes;
+	}
+	return k == b->n ? 0 : x;
+}
+
+static void bf_rec(struct bf *b, int start, int used, int rprev, double worst)
+{
+	for (int end = start + 1; end <= b->n; end++)
+		for (int r = 1; used + r <= b->M; r++) {
+			double C = 0, P = 0, t, w = worst;
+
+			for (int i = start; i < end; i++) {
+				int v = b->ord[i];
+
+				if (b->skip[v])
+					continue;
+				C += b->g->nodes[v].fwd_ms + b->g->nodes[v].bwd_ms;
+				P += b->g->nodes[v].param_bytes;
+			}
+			t = (C + 4.0 * (r - 1) * P / (r * b->B)) / r;
+			if (t > w)
+				w = t;
+			if (start) {
+				double x = bf_xpd(b, start);
+				double l = 2 * x / (b->B * (r < rprev ? r : rprev));
+
+				if (l > w)
+					w = l;
+			}
+			if (w >= b->best)
+				continue;
+			if (end == b->n)
+				b->best = w;
+			else
+				bf_rec(b, end, used + r, r, w);
+		}
+}
+
+static void test_pipe_pipedream_brute_force(void **state)
+{
+	struct mp_pipe_opts po = { .pipedream = 1, .fewer = 1,
+				   .bandwidth_Bps = 1.25e9 };
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_err err;
+	struct mp_pipe p;
+	struct bf b = { 0 };
+	int *skip;
+	double T = 0, P = 0;
+
+	(void)state;
+	assert_true(have_profiles());
+	assert_int_equal(mp_graph_load(profile("pipedream/alexnet.graph.txt"),
+				       &g, &err), 0);
+	mp_cluster_make(&c, 4, 1e18, 1.0, 1.25e9, 0);
+	assert_int_equal(mp_pipe_solve(&g, &c, &po, &p, &err), 0);
+	skip = mp_calloc(g.n, sizeof(int));
+	for (int m = 0; m < g.nm; m++)
+		if (g.members[m].role == MP_ROLE_INPUT)
+			skip[g.members[m].node] = 1;
+	for (int v = 0; v < g.n; v++)
+		if (!skip[v]) {
+			T += g.nodes[v].fwd_ms + g.nodes[v].bwd_ms;
+			P += g.nodes[v].param_bytes;
+		}
+	/* the Input node's 636 ms of data loading is not the GPU's */
+	assert_float_equal(p.single_ms, T, 1e-9);
+	assert_true(T < 100);
+	assert_float_equal(p.dp_ms, (T + 4.0 * 3 * P / (4 * 1.25e6)) / 4, 1e-9);
+	assert_float_equal(round(100 * T / p.dp_ms) / 100, 0.51, 1e-9);
+	b.g = &g;
+	b.ord = p.order;
+	b.skip = skip;
+	b.B = 1.25e6;
+	b.n = g.n;
+	b.M = 4;
+	b.best = 1e300;
+	bf_rec(&b, 0, 0, 1, 0);
+	/* the programme tried two orders; this one is the one it kept */
+	assert_float_equal(p.period_ms, b.best, 1e-9 * b.best);
+	assert_true(p.speedup >= 2.63 * 0.995);
+	free(skip);
+	mp_pipe_free(&p);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
+}
+
+/*
+ * Pipelining beats the unpipelined step wherever more than one device
+ * helps: on 2/4/8 devices of 80 GB at 12.5 GB/s the pipelined period per
+ * batch is never above the best unpipelined step (mercury), and below it
+ * where that step is below one device's time.
+ */
+static void test_pipe_beats_unpipelined(void **state)
+{
+	int better = 0;
+
+	(void)state;
+	assert_true(have_profiles());
+	for (size_t i = 0; i < NPROFILES; i++) {
+		struct mp_graph g;
+		struct mp_err err;
+		int *place;
+
+		assert_int_equal(mp_graph_load(profile(all_profiles[i]), &g,
+					       &err), 0);
+		place = mp_calloc(g.n, sizeof(int));
+		for (int d = 2; d <= 8; d *= 2) {
+			struct mp_pipe_opts po = { .memory = 1, .fewer = 1 };
+			struct mp_cluster c;
+			struct mp_pipe p;
+			double step;
+
+			mp_cluster_make(&c, d, 80e9, 1.0, 12.5e9, 1e-5);
+			assert_int_equal(mp_place(&g, &c, MP_ALGO_MERCURY, place,
+						  &err), 0);
+			step = mp_eval(&g, &c, place);
+			assert_int_equal(mp_pipe_solve(&g, &c, &po, &p, &err), 0);
+			if (p.period_ms > step * (1 + 1e-9))
+				fail_msg("%s on %d: pipelined %.3f ms > unpipelined %.3f ms",
+					 all_profiles[i], d, p.period_ms, step);
+			better += p.period_ms < step * 0.99;
+			mp_pipe_free(&p);
+			mp_cluster_free(&c);
+		}
+		free(place);
+		mp_graph_free(&g);
+	}
+	assert_true(better > 40);
+}
+
 /* The chain programme equals brute force over all placements. */
 static void test_dp_chain_exact(void **state)
 {
@@ -835,6 +1064,9 @@ int main(void)
 		cmocka_unit_test(test_baselines_place_what_fits),
 		cmocka_unit_test(test_tied_tensors),
 		cmocka_unit_test(test_comm_bound_diamond),
+		cmocka_unit_test(test_pipe_sim_agrees),
+		cmocka_unit_test(test_pipe_pipedream_brute_force),
+		cmocka_unit_test(test_pipe_beats_unpipelined),
 		cmocka_unit_test(test_dp_chain_exact),
 		cmocka_unit_test(test_coarsen_keeps_dag),
 		cmocka_unit_test(test_priorities_resnet50),
