@@ -865,6 +865,59 @@ static int cmd_pipedream(int argc, char **argv)
 		mp_graph_free(&g);
 	}
 	printf("rows below PipeDream's figure (by more than 0.5%%): %d\n", worse);
+
+	printf("\nThe same partitioner under Mercury's model (every crossing activation, directed links, overlapped ring all-reduce), %.4g B/s, 10 us:\n", bw);
+	printf("%-14s %2s | %-13s | %-16s %-8s | %-16s %-8s %s\n", "model", "M",
+	       "PD model", "no memory", "DP", "16 GB", "DP", "stages/in flight (16 GB)");
+	for (size_t i = 0; i < sizeof(pdrefs) / sizeof(pdrefs[0]); i++) {
+		const struct pdref *r = &pdrefs[i];
+		char path[4096];
+		struct mp_graph g;
+		struct mp_err err;
+
+		snprintf(path, sizeof(path), "%s/pipedream/%s.graph.txt",
+			 o.profiles, r->model);
+		if (mp_graph_load(path, &g, &err))
+			continue;
+		for (int M = 4; M <= 8; M *= 2) {
+			struct mp_pipe_opts pd = { .pipedream = 1, .fewer = 1,
+						   .bandwidth_Bps = bw };
+			struct mp_pipe_opts nm = { .fewer = 1 };
+			struct mp_pipe_opts wm = { .fewer = 1, .memory = 1 };
+			struct mp_cluster c, c16;
+			struct mp_pipe a, b, d;
+			int ra, rb, rd;
+
+			mp_cluster_make(&c, M, 1e18, 1.0, bw, 1e-5);
+			mp_cluster_make(&c16, M, 16e9, 1.0, bw, 1e-5);
+			ra = mp_pipe_solve(&g, &c, &pd, &a, &err);
+			rb = mp_pipe_solve(&g, &c, &nm, &b, &err);
+			rd = mp_pipe_solve(&g, &c16, &wm, &d, &err);
+			printf("%-14s %2d | %5.2fx (%d)    | %5.2fx (%d)      %5.2fx   |",
+			       r->model, M, ra ? 0 : a.speedup, ra ? 0 : a.nstages,
+			       rb ? 0 : b.speedup, rb ? 0 : b.nstages,
+			       rb ? 0 : b.single_ms / b.dp_ms);
+			if (rd)
+				printf(" does not fit\n");
+			else
+				printf(" %5.2fx (%d)%s     %5.2fx%s | %d/%d\n",
+				       d.speedup, d.nstages,
+				       d.stash_limited ? "*" : " ",
+				       d.single_ms / d.dp_ms,
+				       d.dp_fits ? " " : "!", d.nstages,
+				       d.microbatches);
+			if (!ra)
+				mp_pipe_free(&a);
+			if (!rb)
+				mp_pipe_free(&b);
+			if (!rd)
+				mp_pipe_free(&d);
+			mp_cluster_free(&c);
+			mp_cluster_free(&c16);
+		}
+		mp_graph_free(&g);
+	}
+	printf("* period simulated (memory limits the stash); ! a whole replica does not fit in 16 GB\n");
 	return 0;
 }
 

@@ -19,6 +19,7 @@
  * So all in-step activations come before the gradients, and gradients are
  * ordered by the next forward pass, first layer first.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,10 +65,28 @@ static char *fmt_name(const char *a, const char *sep, const char *b,
 	return s;
 }
 
+static int one_device(const int *place, int n)
+{
+	for (int v = 1; v < n; v++)
+		if (place[v] != place[0])
+			return 0;
+	return 1;
+}
+
+static int cmp_member_order(const void *a, const void *b, void *arg)
+{
+	const struct mp_graph *g = arg;
+	int x = g->members[*(const int *)a].order;
+	int y = g->members[*(const int *)b].order;
+
+	return (x > y) - (x < y);
+}
+
 int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 		  int algo, const int *place, double solve_ms,
 		  struct mp_plan *p, struct mp_err *err)
 {
+	double *xstart = NULL;
 	struct mp_units U;
 	struct mp_sched S;
 	struct mp_sim sim;
@@ -133,6 +152,29 @@ int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 		keys[np].tie = 0;
 		np++;
 	}
+	/*
+	 * On one device the next forward runs in the profile's execution
+	 * order, whatever order the list scheduler found for this step (it
+	 * may run a ResNet downsample before bn3: same step time, but 97
+	 * gradient pairs inverted against libmercury's order, issue 15):
+	 * there a member's forward starts after every member called before
+	 * it.  Across devices the schedule's start times decide.
+	 */
+	if (one_device(place, g->n)) {
+		int *mo = mp_calloc(g->nm + 1, sizeof(int)), k = 0;
+		double t = 0;
+
+		xstart = mp_calloc(g->nm + 1, sizeof(double));
+		for (int m = 0; m < g->nm; m++)
+			if (g->members[m].called)
+				mo[k++] = m;
+		qsort_r(mo, k, sizeof(int), cmp_member_order, (void *)g);
+		for (int i = 0; i < k; i++) {
+			xstart[mo[i]] = t;
+			t += g->members[mo[i]].fwd_ms / c->dev[place[0]].speed;
+		}
+		free(mo);
+	}
 	for (int i = 0; i < g->np; i++) {
 		const struct mp_param *pa = &g->params[i];
 		const struct mp_member *m = &g->members[pa->member];
@@ -142,8 +184,11 @@ int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 		q->tensor = mp_strdup(pa->name);
 		q->bytes = pa->bytes;
 		q->src = q->dst = d;
-		q->deadline_ms = S.step_ms + U.u[v].start +
-				 m->off_ms / c->dev[d].speed;
+		if (xstart)
+			q->deadline_ms = S.step_ms + xstart[pa->member];
+		else
+			q->deadline_ms = S.step_ms + U.u[v].start +
+					 m->off_ms / c->dev[d].speed;
 		keys[np].p = q;
 		/* same layer: the one whose gradient came last is first */
 		keys[np].tie = pa->ready_idx >= 0 ? -pa->ready_idx : 0;
@@ -163,6 +208,7 @@ int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 	}
 	free(keys);
 out:
+	free(xstart);
 	mp_sim_free(&sim);
 	mp_sched_free(&S);
 	mp_units_free(&U);
