@@ -30,8 +30,10 @@ static int json_out;
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [-j] [-o FILE]\n"
+		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [--replicas N [--bandwidth BPS]] [-j] [-o FILE]\n"
 		"       " PROG " compare --profile FILE --cluster FILE [-j] [--png FILE]\n"
+		"       " PROG " pipe --profile FILE --cluster FILE [--pipedream-model] [--no-memory] [--bandwidth BPS] [--simulate N] [-j] [-o FILE]\n"
+		"       " PROG " pipedream --profiles DIR [--bandwidth BPS]\n"
 		"       " PROG " bench --profiles DIR [--out DIR] [--synthetic N]\n"
 		"       " PROG " help\n"
 		"NAME: mercury (default), m-topo, m-etf, m-sct, dp, single, even\n"
@@ -203,6 +205,11 @@ static int cmd_place(int argc, char **argv)
 		return ret;
 	place = mp_calloc(g.n, sizeof(int));
 	ret = solve(&g, &c, algo, place, &p, &err);
+	if (!ret && o.replicas > 1) {
+		ret = mp_plan_hybrid(&p, o.replicas, o.bandwidth, &err);
+		if (ret)
+			mp_plan_free(&p);
+	}
 	if (ret) {
 		ret = fail(1, "%s", err.msg);
 	} else {
@@ -226,6 +233,10 @@ static int cmd_place(int argc, char **argv)
 				       p.step_ms, p.lb.lb_ms,
 				       p.step_ms / p.lb.lb_ms, p.solve_ms,
 				       p.nprio, o.out);
+				if (p.replicas > 1)
+					printf("%s: x %d data-parallel replicas at %.4g B/s: iteration %.3f ms with the plan's gradient order, %.3f ms in arrival order\n",
+					       PROG, p.replicas, p.dp_bw_Bps,
+					       p.hybrid_ms, p.hybrid_fifo_ms);
 			}
 		} else {
 			printf("%s\n", s);
@@ -764,6 +775,45 @@ static int cmd_pipe(int argc, char **argv)
 		ret = fail(1, "%s", err.msg);
 		mp_pipe_free(&p);
 		goto out;
+	}
+	if (o.out) {
+		/*
+		 * The plan writer: every node on its stage's first device
+		 * (the other replicas run the same), priorities from that
+		 * placement's schedule, the pipeline as an extra section.
+		 */
+		int *place = mp_calloc(g.n, sizeof(int));
+		struct mp_plan pl;
+		FILE *f;
+
+		for (int v = 0; v < g.n; v++)
+			place[v] = p.st[p.stage_of[v]].device0;
+		ret = mp_plan_build(&g, &c, MP_ALGO_MERCURY, place, 0, &pl, &err);
+		if (!ret && o.replicas > 1)
+			ret = mp_plan_hybrid(&pl, o.replicas, o.bandwidth, &err);
+		if (ret) {
+			ret = fail(1, "%s", err.msg);
+		} else {
+			struct json_object *j = mp_plan_json(&pl);
+
+			json_object_object_add(j, "pipeline",
+					       pipe_json(&g, &c, &p, &po, sim_ms,
+							 po.pipedream ? 0 : o.sim));
+			f = fopen(o.out, "w");
+			if (!f || fprintf(f, "%s\n", json_object_to_json_string_ext(j,
+					JSON_C_TO_STRING_PRETTY |
+					JSON_C_TO_STRING_SPACED |
+					JSON_C_TO_STRING_NOSLASHESCAPE)) < 0 ||
+			    fclose(f))
+				ret = fail(1, "%s: %s", o.out, strerror(errno));
+			json_object_put(j);
+			mp_plan_free(&pl);
+		}
+		free(place);
+		if (ret) {
+			mp_pipe_free(&p);
+			goto out;
+		}
 	}
 	if (json_out) {
 		struct json_object *j = pipe_json(&g, &c, &p, &po, sim_ms,

@@ -265,12 +265,25 @@ struct mp_plan {
 	double *mem;		/* static memory per device */
 	int nprio;
 	struct mp_prio *prio;
+	/* hybrid: this placement replicated over data-parallel nodes */
+	int replicas;		/* 1: none */
+	double dp_bw_Bps;	/* between replicas, per device */
+	double hybrid_ms;	/* iteration with the plan-ordered exchange */
+	double hybrid_fifo_ms;	/* ... with gradients sent as they come */
+	double *xchg_bytes;	/* per device, on the wire per iteration */
 };
 
 int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 		  int algo, const int *place, double solve_ms,
 		  struct mp_plan *p, struct mp_err *err);
 void mp_plan_free(struct mp_plan *p);
+/*
+ * Evaluates the plan's placement replicated over `replicas` data-parallel
+ * nodes (bandwidth_Bps between them, <= 0: the cluster's network), with the
+ * gradient exchange in the plan's priority order and in arrival order.
+ */
+int mp_plan_hybrid(struct mp_plan *p, int replicas, double bandwidth_Bps,
+		   struct mp_err *err);
 /* Returns a new json_object (json-c), owned by the caller. */
 struct json_object *mp_plan_json(const struct mp_plan *p);
 
