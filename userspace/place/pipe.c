@@ -32,7 +32,10 @@
  * Memory of a stage replica with w micro-batches in flight (1F1B: w =
  * ceil(machines from this stage to the end / r)): 3 P (weights, gradients,
  * momentum) + (w - 1) P (PipeDream's stashed weight versions) + w x (its
- * stashed activations + the activations it received).
+ * stashed activations + the activations it received); a tied tensor whose
+ * first owner is in another stage adds its weights and gradient (x2, and
+ * its stashed versions).  Its gradient's trip to the first owner's stage
+ * is not in the period (nor in PipeDream's model).
  *
  * mp_pipe_sim() runs the plan through the timing engine (sched.c): F and B
  * units per micro-batch and replica in strict 1F1B order (w forwards, then
@@ -91,6 +94,9 @@ struct pcum {
 	double *C, *P, *A;	/* compute (ms), params, stashed activations */
 	double *xpd, *xtrue;	/* cut after k nodes: antichain / crossing */
 	double *recv;		/* activations received by a stage starting at k */
+	int nt;			/* tied tensors with an owner elsewhere */
+	int *thome, *tother;	/* positions of the first and another owner */
+	double *tbytes;
 };
 
 static void pcum_build(const struct mp_graph *g, const int *order,
@@ -141,6 +147,29 @@ static void pcum_build(const struct mp_graph *g, const int *order,
 		pc->xtrue[i + 1] = xt > 0 ? xt : 0;
 		pc->xpd[i + 1] = xp > 0 ? xp : 0;
 	}
+	/* tied tensors: where their owners sit in this order */
+	{
+		int *pos = mp_calloc(n, sizeof(int)), cnt = 0;
+
+		pc->nt = 0;
+
+		for (int i = 0; i < n; i++)
+			pos[order[i]] = i;
+		for (int i = 0; i < g->np; i++)
+			cnt += g->params[i].nshared;
+		pc->thome = mp_calloc(cnt + 1, sizeof(int));
+		pc->tother = mp_calloc(cnt + 1, sizeof(int));
+		pc->tbytes = mp_calloc(cnt + 1, sizeof(double));
+		for (int i = 0; i < g->np; i++)
+			for (int k = 0; k < g->params[i].nshared; k++) {
+				pc->thome[pc->nt] =
+					pos[g->members[g->params[i].member].node];
+				pc->tother[pc->nt] =
+					pos[g->members[g->params[i].shared[k]].node];
+				pc->tbytes[pc->nt++] = g->params[i].bytes;
+			}
+		free(pos);
+	}
 	/* the last prefix has nothing after it */
 	pc->xtrue[n] = pc->xpd[n] = 0;
 	for (int k = 0; k <= n; k++)
@@ -157,6 +186,9 @@ static void pcum_free(struct pcum *pc)
 	free(pc->xpd);
 	free(pc->xtrue);
 	free(pc->recv);
+	free(pc->thome);
+	free(pc->tother);
+	free(pc->tbytes);
 }
 
 struct pctx {
@@ -199,6 +231,11 @@ static double stage_mem(const struct pctx *x, int k, int j, int w)
 	const struct pcum *pc = x->pc;
 	double P = pc->P[j] - pc->P[k], A = pc->A[j] - pc->A[k];
 
+	/* another owner of a tied tensor here: a copy of weights and gradient */
+	for (int t = 0; t < pc->nt; t++)
+		if (pc->tother[t] >= k && pc->tother[t] < j &&
+		    (pc->thome[t] < k || pc->thome[t] >= j))
+			P += pc->tbytes[t] * 2.0 / 3.0;
 	return 3 * P + (w - 1) * P + w * (A + pc->recv[k]);
 }
 

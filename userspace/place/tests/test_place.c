@@ -1183,6 +1183,54 @@ static void test_cli(void **state)
 	json_object_object_get_ex(j, "algorithm", &v);
 	assert_string_equal(json_object_get_string(v), "mercury");
 	json_object_put(j);
+
+	/* pipe: bad counts and bandwidths are usage errors */
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place pipe --profile %s --cluster clusters/h100x4.json --replicas 0 2>/dev/null",
+		 profile("h200/gpt2.json"));
+	assert_int_equal(run(cmd, out, 1 << 22), 2);
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place pipe --profile %s --cluster clusters/h100x4.json --bandwidth -1 2>/dev/null",
+		 profile("h200/gpt2.json"));
+	assert_int_equal(run(cmd, out, 1 << 22), 2);
+	/* a pipeline that cannot fit is bad data */
+	{
+		char prof[4096];
+
+		/* profile() and data() share one buffer */
+		snprintf(prof, sizeof(prof), "%s",
+			 profile("pipedream/vgg16.graph.txt"));
+		snprintf(cmd, sizeof(cmd),
+			 "./mercury-place pipe -j --profile %.4000s --cluster %.4000s",
+			 prof, data("two_1MBps.json"));
+	}
+	assert_int_equal(run(cmd, out, 1 << 22), 1);
+	assert_non_null(strstr(out, "\"error\""));
+	/* a pipelined, replicated plan through the plan writer */
+	strcpy(tmp, "/tmp/mp-test-XXXXXX");
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place pipe --profile %s --cluster clusters/h100x4.json --simulate 64 --replicas 2 -o %s",
+		 profile("h200/gpt2.json"), tmp);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	assert_non_null(strstr(out, "simulated 64 micro-batches"));
+	j = json_object_from_file(tmp);
+	unlink(tmp);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "pipeline", &v));
+	assert_true(json_object_object_get_ex(v, "period_ms", NULL));
+	assert_true(json_object_object_get_ex(j, "data_parallel", &v));
+	assert_true(json_object_object_get_ex(v, "iteration_ms", NULL));
+	assert_true(json_object_object_get_ex(j, "priorities", &v));
+	assert_int_equal(json_object_array_length(v) >= 148, 1);
+	json_object_put(j);
+	/* the PipeDream comparison: no row below its figure */
+	snprintf(cmd, sizeof(cmd), "./mercury-place pipedream --profiles %s",
+		 getenv("MP_PROFILES") ? getenv("MP_PROFILES") : "../../profiles");
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	assert_non_null(strstr(out, "rows below PipeDream's figure (by more than 0.5%): 0"));
 	free(out);
 }
 
