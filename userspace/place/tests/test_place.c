@@ -204,6 +204,8 @@ static void test_bad_inputs(void **state)
 		{ "nonnumeric.graph.txt", "not a number" },
 		{ "truncated.json", "not valid JSON" },
 		{ "unknown_module.json", "unknown module zzz" },
+		{ "tied_unknown.json", "shared_with names unknown module nowhere" },
+		{ "tied_notarray.json", "shared_with must be an array" },
 		{ "negative_h200.json", ">= 0" },
 		{ "cycle_h200.json", "cycle" },
 		{ "does-not-exist.json", "No such file" },
