@@ -23,6 +23,7 @@ void mp_mstate_init(struct mp_mstate *m, const struct mp_graph *g,
 	m->used = mp_calloc(c->d, sizeof(double));
 	m->add = mp_calloc(c->d, sizeof(double));
 	m->recv = mp_calloc(g->nm, sizeof(uint64_t));
+	m->tied = mp_calloc(g->np + 1, sizeof(uint64_t));
 }
 
 void mp_mstate_free(struct mp_mstate *m)
@@ -30,6 +31,7 @@ void mp_mstate_free(struct mp_mstate *m)
 	free(m->used);
 	free(m->add);
 	free(m->recv);
+	free(m->tied);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -54,7 +56,22 @@ static int mstate_compute(struct mp_mstate *m, int v, int d)
 		if (dup)
 			continue;
 		m->add[d] += e->bytes;
-		m->add[p] += e->bytes;
+	}
+	/* tied tensors: a copy on each device of an owner but the first */
+	for (int i = 0; i < g->np; i++) {
+		const struct mp_param *pa = &g->params[i];
+		int home = g->members[pa->member].node;
+
+		for (int k = 0; k < pa->nshared; k++) {
+			int o = g->members[pa->shared[k]].node;
+			int hd = home == v ? d : m->place[home];
+			int od = o == v ? d : m->place[o];
+
+			if ((home != v && o != v) || hd < 0 || od < 0 ||
+			    hd == od || (m->tied[i] >> od & 1))
+				continue;
+			m->add[od] += 2.0 * pa->bytes;
+		}
 	}
 	for (int k = 0; k < m->c->d; k++)
 		if (m->add[k] > 0 &&
@@ -81,6 +98,20 @@ void mp_mstate_commit(struct mp_mstate *m, int v, int d)
 		if (m->place[e->src] != d)
 			m->recv[e->src_member] |= 1ull << d;
 	}
+	for (int i = 0; i < g->np; i++) {
+		const struct mp_param *pa = &g->params[i];
+		int home = g->members[pa->member].node;
+
+		for (int k = 0; k < pa->nshared; k++) {
+			int o = g->members[pa->shared[k]].node;
+			int hd = home == v ? d : m->place[home];
+			int od = o == v ? d : m->place[o];
+
+			if ((home == v || o == v) && hd >= 0 && od >= 0 &&
+			    hd != od)
+				m->tied[i] |= 1ull << od;
+		}
+	}
 }
 
 /* ---- m-TOPO ------------------------------------------------------------ */
@@ -97,6 +128,8 @@ int mp_place_topo(const struct mp_graph *g, const struct mp_cluster *c,
 	struct mp_mstate m;
 	int k = 0, ret = 0;
 
+	for (int v = 0; v < g->n; v++)
+		place[v] = -1;
 	mp_mstate_init(&m, g, c, place);
 	for (int i = 0; i < g->n; i++) {
 		int v = g->topo[i];

@@ -72,8 +72,10 @@ void mp_graph_free(struct mp_graph *g)
 		free(g->nodes[i].name);
 	for (int i = 0; i < g->nm; i++)
 		free(g->members[i].name);
-	for (int i = 0; i < g->np; i++)
+	for (int i = 0; i < g->np; i++) {
 		free(g->params[i].name);
+		free(g->params[i].shared);
+	}
 	free(g->nodes);
 	free(g->members);
 	free(g->params);
@@ -748,6 +750,40 @@ int mp_graph_load_h200(const char *path, struct mp_graph *g,
 			m = attach_member(g, pname);
 		g->params[i].name = mp_strdup(pname);
 		g->params[i].member = m;
+		/*
+		 * A tied tensor is listed once, under its first user; the
+		 * other owners only need a copy where they run (sched.c).
+		 */
+		if (json_object_object_get_ex(o, "shared_with", &mv) && mv) {
+			int ns;
+
+			if (!json_object_is_type(mv, json_type_array)) {
+				ret = mp_set_err(err, -EINVAL,
+						 "%s: grad_ready[%d] (%s): shared_with must be an array of module names",
+						 path, i, pname);
+				g->np++;
+				goto out;
+			}
+			ns = json_object_array_length(mv);
+			g->params[i].shared = mp_calloc(ns + 1, sizeof(int));
+			for (int k = 0; k < ns; k++) {
+				const char *sn = json_object_get_string(
+					json_object_array_get_idx(mv, k));
+				int sm = sn ? name_idx(map, sn) : -1;
+
+				if (sm < 0) {
+					ret = mp_set_err(err, -EINVAL,
+							 "%s: grad_ready[%d] (%s): shared_with names unknown module %s",
+							 path, i, pname,
+							 sn ? sn : "(none)");
+					g->np++;
+					goto out;
+				}
+				if (!g->members[sm].called)
+					sm = attach_member(g, sn);
+				g->params[i].shared[g->params[i].nshared++] = sm;
+			}
+		}
 		g->params[i].bytes = 4.0 * numel;
 		g->params[i].ready_idx = i;
 		ready[i] = r;
@@ -940,6 +976,10 @@ int mp_graph_load_pipedream(const char *path, struct mp_graph *g,
 		name_put(map, s, g->nm);
 		g->members[g->nm].name = mp_strdup(s);
 		g->members[g->nm].called = 1;
+		if (!strncmp(sep + 4, "Input", 5))
+			g->members[g->nm].role = MP_ROLE_INPUT;
+		else if (!strncmp(sep + 4, "__getitem__", 11))
+			g->members[g->nm].role = MP_ROLE_GETITEM;
 		g->members[g->nm].order = g->nm;
 		g->members[g->nm].fwd_ms = vals[g->nm][0];
 		g->members[g->nm].out_bytes = vals[g->nm][2];
