@@ -75,8 +75,9 @@ static void usage(void)
 "  --slice BYTES        cut tensors into separate framework messages for\n"
 "                       fifo/prio/mercury/ideal too (default 0: whole)\n"
 "  --chunk BYTES        streaming-aggregation unit of fifo-stream/prio/mercury/\n"
-"                       ideal (default 65536; vanilla aggregates whole tensors,\n"
-"                       bytesched partitions)\n"
+"                       ideal, or auto (default: 64 KiB, doubled until a\n"
+"                       frame's wire time covers --frame-cost); vanilla\n"
+"                       aggregates whole tensors, bytesched partitions\n"
 "  --mtu BYTES          IP MTU: Mercury's preemption unit (default 1500)\n"
 "  --header BYTES       wire header bytes per packet (default 66)\n"
 "  --iterations N       simulated iterations, the first is warm-up (default 5)\n"
@@ -431,7 +432,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_CHUNK:
-			if (msim_parse_bytes(optarg, &p.chunk))
+			if (!strcmp(optarg, "auto"))
+				p.chunk = 0;
+			else if (msim_parse_bytes(optarg, &p.chunk))
 				die(EXIT_USAGE,
 				    "--chunk: '%s' is not a positive byte count (e.g. 65536, 64kib, 1448)",
 				    optarg);

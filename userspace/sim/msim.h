@@ -54,8 +54,8 @@ struct msim_params {
 	int frame_hdr;		/* data-plane header bytes per frame */
 	uint64_t slice;		/* framework slicing for the other schemes,
 				 * bytes; 0 = one message per tensor */
-	uint64_t chunk;		/* immediate-aggregation unit of fifo-stream,
-				 * prio, mercury and ideal, bytes */
+	uint64_t chunk;		/* streaming-aggregation unit of fifo-stream,
+				 * prio, mercury and ideal, bytes; 0 = auto */
 	int mtu;		/* IP MTU, bytes */
 	int hdr;		/* per-packet header bytes on the wire */
 	int iterations;		/* simulated iterations (>= 2) */
@@ -70,7 +70,7 @@ struct msim_params {
 
 /* Least time a data-plane frame holds its sender's path, measured on
  * mercury-ps (bench/frame-cost.sh; Documentation/simulator.md). */
-#define MSIM_FRAME_COST 3e-6
+#define MSIM_FRAME_COST 4.4e-6
 
 /* Most chunks (per direction) one run may hold: msim_run returns -E2BIG
  * beyond it rather than allocating gigabytes. */
@@ -109,6 +109,10 @@ double msim_stream_frames(uint64_t bytes, int servers, uint64_t chunk);
 
 /* Bandwidth where pushing every gradient once takes as long as one
  * forward+backward pass (bit/s). */
+/* The default chunk (--chunk 0): 64 KiB, doubled until one frame's wire
+ * time on a worker's path covers the per-frame cost. */
+uint64_t msim_auto_chunk(const struct msim_params *p);
+
 double msim_balanced_bps(const struct msim_profile *prof,
 			 const struct msim_params *p);
 

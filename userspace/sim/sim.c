@@ -84,6 +84,7 @@ struct msim_state {
 	const struct msim_profile *prof;
 	const struct msim_params *par;
 	enum msim_scheme scheme;
+	uint64_t chunk;		/* streaming-aggregation unit in force */
 	double pkt;		/* wire bytes of a full packet */
 	double mss;		/* payload bytes of a full packet */
 	struct msim_msg *msg;	/* push chunks, pull chunks, pieces */
@@ -150,7 +151,7 @@ void msim_params_default(struct msim_params *p)
 	p->slice = 0;
 	/* The unit Linux TCP moves in at both ends: GSO/TSO builds at most
 	 * 64 KiB per send, GRO hands up at most 64 KiB per receive. */
-	p->chunk = 65536;
+	p->chunk = 0;		/* auto: msim_auto_chunk() */
 	p->mtu = 1500;
 	p->hdr = MSIM_IP_TCP_HDR + MSIM_ETH_HDR;
 	p->iterations = 5;
@@ -180,8 +181,7 @@ int msim_params_check(const struct msim_params *p, char *err, size_t errlen)
 	CHECK(p->partition >= 1 && p->partition <= (1ULL << 40),
 	      "partition must be 1 B..1 TiB");
 	CHECK(p->slice <= (1ULL << 40), "slice must be 0 (off) .. 1 TiB");
-	CHECK(p->chunk >= 1 && p->chunk <= (1ULL << 40),
-	      "chunk must be 1 B..1 TiB");
+	CHECK(p->chunk <= (1ULL << 40), "chunk must be 0 (auto) .. 1 TiB");
 	CHECK(p->credit >= 1 && p->credit <= (1ULL << 50),
 	      "credit must be at least 1 byte");
 	CHECK(isfinite(p->msg_overhead_s) && p->msg_overhead_s >= 0 &&
@@ -197,6 +197,19 @@ int msim_params_check(const struct msim_params *p, char *err, size_t errlen)
 	CHECK(isfinite(p->time_scale) && p->time_scale > 0 &&
 	      p->time_scale <= 1e6, "time-scale must be >0 and <=1e6");
 	return 0;
+}
+
+uint64_t msim_auto_chunk(const struct msim_params *p)
+{
+	double share = (double)p->servers / p->workers;
+	double need = p->frame_cost_s * p->bandwidth_bps / 8 *
+		      (share < 1 ? share : 1);
+	uint64_t c = 65536;
+
+	/* 64 KiB, doubled until a frame's wire time covers its cost */
+	while (c < need && c < (1ULL << 40))
+		c *= 2;
+	return c;
 }
 
 double msim_balanced_bps(const struct msim_profile *prof,
@@ -506,7 +519,7 @@ static int build_messages(struct msim_state *s)
 	/* the frame of mercury-ps: a server's piece of a partition, a whole
 	 * shard, or a chunk of it */
 	uint64_t unit = bs ? (cdiv(par->partition, par->servers) + 3) / 4 * 4 :
-			whole ? 0 : par->chunk;
+			whole ? 0 : s->chunk;
 	uint64_t total = 0, streams = 0;
 	int i, n = 0, stream = 0;
 
@@ -516,7 +529,7 @@ static int build_messages(struct msim_state *s)
 		for (off = 0; off < b; off += sc) {
 			uint64_t sb = b - off < sc ? b - off : sc;
 
-			total += whole ? 1 : cdiv(sb, par->chunk);
+			total += whole ? 1 : cdiv(sb, s->chunk);
 			streams++;
 		}
 		if (total > MSIM_MAX_CHUNKS)
@@ -535,7 +548,7 @@ static int build_messages(struct msim_state *s)
 		s->first_msg[i] = n;
 		for (off = 0; off < b; off += sc, stream++) {
 			uint64_t sb = b - off < sc ? b - off : sc;
-			uint64_t ch = whole ? sb : par->chunk, x;
+			uint64_t ch = whole ? sb : s->chunk, x;
 			double nf = free_ride ? 0 :
 				    msim_stream_frames(sb, par->servers, unit);
 			double hb = nf * fhdr / sb;	/* header per byte */
@@ -725,6 +738,7 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 	 * a stream, once started, is sent to its end.  A server sends each
 	 * aggregated chunk as its own message. */
 	s.link[LINK_PUSH].sticky = s.link[LINK_PUSH].mode == MODE_MESSAGE;
+	s.chunk = p->chunk ? p->chunk : msim_auto_chunk(p);
 	s.mss = p->mtu > MSIM_IP_TCP_HDR ? p->mtu - MSIM_IP_TCP_HDR : 1;
 	s.pkt = s.mss + p->hdr;
 

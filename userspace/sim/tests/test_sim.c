@@ -398,6 +398,19 @@ static void test_tiny_frame_rule(void **state)
 	assert_float_equal(msim_stream_frames(1004, 2, 256), 4, EPS);
 	/* 2 elements on 4 servers: two one-element shards */
 	assert_float_equal(msim_stream_frames(8, 4, 0), 2, EPS);
+
+	/* the default chunk: 64 KiB, doubled until a frame's wire time on
+	 * a worker's path covers a 4 us frame cost: 100 Gbit/s needs 50 kB
+	 * (64 KiB), 400 Gbit/s 200 kB (256 KiB), and 400 Gbit/s shared by
+	 * 16 workers over 8 servers 100 kB (128 KiB) */
+	msim_params_default(&p);
+	p.frame_cost_s = 4e-6;
+	p.bandwidth_bps = 100e9;
+	assert_int_equal(msim_auto_chunk(&p), 65536);
+	p.bandwidth_bps = 400e9;
+	assert_int_equal(msim_auto_chunk(&p), 262144);
+	p.workers = 16;
+	assert_int_equal(msim_auto_chunk(&p), 131072);
 }
 
 static void test_tiny_latency(void **state)
