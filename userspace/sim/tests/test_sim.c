@@ -732,6 +732,8 @@ static void test_mercury_tends_to_ideal(void **state)
 	p.bandwidth_bps = 20e9;
 	p.hdr = 0;
 	p.mtu = 68;	/* 16-byte packets: preemption almost immediate */
+	p.frame_cost_s = 0;	/* and none of the costs ideal does not pay */
+	p.frame_hdr = 0;
 	assert_int_equal(msim_run(&pr, &p, MSIM_MERCURY, &m), 0);
 	assert_int_equal(msim_run(&pr, &p, MSIM_IDEAL, &i), 0);
 	assert_true(m.iteration_ms >= i.iteration_ms - 1e-9);
