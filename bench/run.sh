@@ -57,7 +57,7 @@ cat > "$out/bench.env" <<-EOT
 # Overrides from the environment: BENCH_MODELS="resnet50 vgg16",
 # BENCH_SCHEMES=fifo, BENCH_REPEAT=3, BENCH_MTU=9000, ... (every setting
 # of bench/training.sh, prefixed with BENCH_).
-for v in MODELS SCHEMES W S RATE MTU BURST SSAI REPEAT TARGET_BYTES ITER CHANNELS LEVELS INFLIGHT DELAY TSQ DIAG CHUNK CHUNK_MIN FRAME_COST LATENCY; do
+for v in MODELS SCHEMES W S RATE MTU BURST SSAI REPEAT TARGET_BYTES ITER CHANNELS LEVELS INFLIGHT DELAY TSQ DIAG CHUNK CHUNK_MIN FRAME_COST LATENCY PART_RTT BS_CREDIT; do
 	eval "val=\${BENCH_$v:-}"
 	[ -n "$val" ] && printf '%s="%s"\n' "$v" "$val" >> "$out/bench.env"
 done

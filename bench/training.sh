@@ -55,6 +55,14 @@ ITER=${ITER:-5}
 CHUNK=${CHUNK:-65536}
 CHUNK_MIN=${CHUNK_MIN:-4096}
 FRAME_COST=${FRAME_COST:-}	# us per frame for the simulator; empty: measured
+PART_RTT=${PART_RTT:-}		# us, a partition's round trip here; empty: measured
+# bytesched's credit window. "rtt": as many partition round trips of this
+# guest as ByteScheduler's 16 MB covers on the cluster at the model's
+# balanced bandwidth (10 us latency, 4.4 us per frame each way); the
+# credit scaled with the bytes would cover far fewer, because the guest's
+# round trip (tens of ms) does not shrink with the bytes, and bytesched
+# would measure the guest's latency, not its schedule. "bytes": 16 MB x F.
+BS_CREDIT=${BS_CREDIT:-rtt}
 LATENCY=${LATENCY:-}		# one-way latency for the simulator; empty: measured
 CHANNELS=${CHANNELS:-8}
 # Mercury: distinct tags on the wire. The sender keeps its heap in
@@ -160,14 +168,14 @@ cpu_busy() {	# "busy total" jiffies of all CPUs
 	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
 }
 
-# run_case MODEL SCHEME PROFILE SCALE X CHUNK -> "mean_ms verified cpu% note"
+# run_case MODEL SCHEME PROFILE SCALE X CHUNK CREDIT -> "mean_ms verified cpu% note"
 run_case() {
-	local model=$1 scheme=$2 prof=$3 f=$4 x=$5 chunk=$6
+	local model=$1 scheme=$2 prof=$3 f=$4 x=$5 chunk=$6 fcredit=$7
 	local list="" i pids=() rc=0 args b0 t0 b1 t1
 	for ((i = 0; i < S; i++)); do list="$list${list:+,}10.77.0.$((101 + i)):$PORT"; done
 	args=(--profile "$prof" --servers "$list" --workers "$W" --scheme "$scheme"
 	      --iterations "$ITER" --time-scale "$x" --bytes-scale "$f"
-	      --chunk "$chunk" --partition 4000000 --credit 16000000
+	      --chunk "$chunk" --partition 4000000 --credit "$fcredit"
 	      --channels "$CHANNELS" --levels "$LEVELS"
 	      --inflight "${INFLIGHT:-$((4 * (MTU + 14)))}" --timeout 20)
 	rm -f $TMPD/w*.json $TMPD/w*.err $TMPD/s*.out $TMPD/s*.err
@@ -214,7 +222,7 @@ run_case() {
 	# (partitions waiting for credit), worker 0
 	if [ "$scheme" = bytesched ]; then
 		sed -n 's/.*"mean_ms":\([0-9.]*\).*"credit_wait_ms":\([0-9.]*\).*/\1 \2/p' $TMPD/w0.json |
-			awk '{ printf "credit-wait=%.0f%%\n", $1 > 0 ? 100 * $2 / $1 : 0 }'
+			awk '{ printf "credit-wait=%.0f%%\n", ($1 > 0 ? 100 * $2 / $1 : 0) }'
 		sed -n 's/.*"bytesched":{\([^}]*\)}.*/# bytesched worker 0: \1/p' $TMPD/w0.json >&2
 	else
 		echo "-"
@@ -226,10 +234,10 @@ run_case() {
 bench_all() {
 	local label=$1 model orig gbytes f prof b1 x part credit ntens simj compute sbytes
 	local idealms ok scheme simms r res ms ver cpu all vers cpus med mn mx chunk schunk
-	local note notes
+	local note notes fcredit
 	cleanup
 	setup_topology || { ktap_fail "$label: topology"; return 1; }
-	log "$label: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, mtu $MTU, burst ${BURST:-auto}, slow_start_after_idle ${SSAI:-default}, tcp_limit_output_bytes ${TSQ:-default}, $ITER iterations x $REPEAT runs, ~$TARGET_BYTES gradient bytes per iteration, chunk $CHUNK (scaled, at least $CHUNK_MIN), channels $CHANNELS, levels $LEVELS, inflight ${INFLIGHT:-$((4 * (MTU + 14)))}, simulator: frame cost ${FRAME_COST}us, latency ${LATENCY}us"
+	log "$label: $W workers, $S servers, uplinks $RATE${DELAY:+ + $DELAY}, mtu $MTU, burst ${BURST:-auto}, slow_start_after_idle ${SSAI:-default}, tcp_limit_output_bytes ${TSQ:-default}, $ITER iterations x $REPEAT runs, ~$TARGET_BYTES gradient bytes per iteration, chunk $CHUNK (scaled, at least $CHUNK_MIN), channels $CHANNELS, levels $LEVELS, inflight ${INFLIGHT:-$((4 * (MTU + 14)))}, bytesched credit $BS_CREDIT (partition round trip ${PART_RTT}us), simulator: frame cost ${FRAME_COST}us, latency ${LATENCY}us"
 	for model in $MODELS; do
 		orig=$PROFILES/$model.json
 		if [ ! -r "$orig" ]; then
@@ -249,7 +257,16 @@ bench_all() {
 		# sizes as mercury-ps scales them: 4 * max(1, round(bytes / 4 * f))
 		scaled() { awk -v b=$1 -v f=$f 'BEGIN { n = int(b / 4 * f + 0.5); printf "%d", 4 * (n < 1 ? 1 : n) }'; }
 		part=$(scaled 4000000)
-		credit=$(scaled 16000000)
+		fcredit=16000000
+		if [ "$BS_CREDIT" = rtt ]; then
+			# round trips 16 MB covers at full size, times this
+			# guest's bandwidth-delay product, back at full size
+			fcredit=$(awk -v b1=$b1 -v f=$f -v r=$RATE_BPS -v rtt=$PART_RTT 'BEGIN {
+				n = 16e6 / (b1 / f / 8 * (2 * 10e-6 + 2 * 4.4e-6))
+				c = n * r / 8 * rtt * 1e-6 / f
+				printf "%.0f", (c > 16e6 ? c : 16e6) }')
+		fi
+		credit=$(scaled $fcredit)
 		chunk=$CHUNK
 		schunk=$(scaled $chunk)
 		if [ "$schunk" -lt "$CHUNK_MIN" ]; then
@@ -282,7 +299,7 @@ bench_all() {
 			fi
 			all="" vers=1 cpus="" notes=""
 			for ((r = 0; r < REPEAT; r++)); do
-				res=$(run_case $model $scheme "$orig" $f $x $chunk)
+				res=$(run_case $model $scheme "$orig" $f $x $chunk $fcredit)
 				read -r ms ver cpu note <<< "$res"
 				[ "$ver" = 1 ] || vers=0
 				all="$all${all:+,}$ms"
@@ -308,15 +325,15 @@ trap cleanup EXIT
 header="config\tmodel\tscheme\tmeasured_ms\tmin_ms\tmax_ms\truns_ms\tsim_ms\tverified\tcpu_pct\tbytes_scale\ttime_scale\tcompute_ms\tgradient_bytes\tnote"
 # The start-up costs of this guest's data plane, for the simulator
 # (bench/frame-cost.py: loopback, no compute, fastest of 3 runs).
-if [ -z "$FRAME_COST" ] || [ -z "$LATENCY" ]; then
+if [ -z "$FRAME_COST" ] || [ -z "$LATENCY" ] || [ -z "$PART_RTT" ]; then
 	echo "# progress measuring the frame cost"
-	fc=$(python3 "$MERCURY_ROOT/bench/frame-cost.py" --bytes 1000000 --repeat 3 2>&1)
-	echo "$fc" | sed 's/^/# frame-cost: /'
-	echo "$fc" > "$OUT/frame-cost.txt"
-	eval "$(echo "$fc" | grep -E '^(FRAME_COST_US|PART_EXTRA_US|PART_RTT_US|LATENCY_US)=[0-9.-]+$')"
+	python3 -u "$MERCURY_ROOT/bench/frame-cost.py" --bytes 1000000 --repeat 3 2>&1 |
+		tee "$OUT/frame-cost.txt" | sed 's/^/# frame-cost: /'
+	eval "$(grep -E '^(FRAME_COST_US|PART_EXTRA_US|PART_RTT_US|LATENCY_US)=[0-9.-]+$' "$OUT/frame-cost.txt")"
 	FRAME_COST=${FRAME_COST:-${FRAME_COST_US:-}}
 	LATENCY=${LATENCY:-${LATENCY_US:-}}
-	[ -n "$FRAME_COST" ] && [ -n "$LATENCY" ] ||
+	PART_RTT=${PART_RTT:-${PART_RTT_US:-}}
+	[ -n "$FRAME_COST" ] && [ -n "$LATENCY" ] && [ -n "$PART_RTT" ] ||
 		{ ktap_fail "frame cost: not measured (see $OUT/frame-cost.txt)"; ktap_finish; }
 fi
 done_runs=0
