@@ -128,6 +128,10 @@ def main():
     lines.append("measured within %d%% of the simulator in %d/%d cases; spread below %d%% in %d/%d"
                  % (round(AGREE * 100), met["agree"], met["runs"], round(SPREAD * 100),
                     met["steady"], met["runs"]))
+    if any(s in rows[k] for k in order for s in ("bytesched",)):
+        lines.append("bytesched: not run faithfully by this emulation: its credit window covers a few "
+                     "of the guest's partition round trips, not hundreds as on a cluster (note = share "
+                     "of the iteration the window was full; Documentation/benchmark.md)")
     lines.append("")
     lines.append("In plain words (measured in the emulation, ratios of iteration times):")
     lines.extend(plain)

@@ -56,13 +56,16 @@ CHUNK=${CHUNK:-65536}
 CHUNK_MIN=${CHUNK_MIN:-4096}
 FRAME_COST=${FRAME_COST:-}	# us per frame for the simulator; empty: measured
 PART_RTT=${PART_RTT:-}		# us, a partition's round trip here; empty: measured
-# bytesched's credit window. "rtt": as many partition round trips of this
-# guest as ByteScheduler's 16 MB covers on the cluster at the model's
-# balanced bandwidth (10 us latency, 4.4 us per frame each way); the
-# credit scaled with the bytes would cover far fewer, because the guest's
-# round trip (tens of ms) does not shrink with the bytes, and bytesched
-# would measure the guest's latency, not its schedule. "bytes": 16 MB x F.
-BS_CREDIT=${BS_CREDIT:-rtt}
+# bytesched's credit window. "bytes" (16 MB x F) keeps the window's share
+# of the gradient, as on the cluster, but covers only a few of the
+# guest's partition round trips (tens of ms; hundreds of them on the
+# cluster): bytesched is then latency-bound here. "rtt" covers as many
+# round trips of this guest as 16 MB covers on the cluster at the model's
+# balanced bandwidth (10 us latency, 4.4 us per frame each way), which is
+# more than the whole scaled gradient: no window, so no scheduling. No
+# setting keeps both (Documentation/benchmark.md, "bytesched in the
+# emulation"); the table marks bytesched's rows.
+BS_CREDIT=${BS_CREDIT:-bytes}
 LATENCY=${LATENCY:-}		# one-way latency for the simulator; empty: measured
 CHANNELS=${CHANNELS:-8}
 # Mercury: distinct tags on the wire. The sender keeps its heap in
