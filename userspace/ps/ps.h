@@ -5,7 +5,9 @@
  * each server sums a chunk as soon as every worker's copy of it is in
  * (immediate aggregation), applies it to its parameter shard and sends the
  * chunk back to every worker at once. Forward waits, call by call, for its
- * parameters. Documentation/benchmark.md describes the method.
+ * parameters. Under vanilla (a stock PS) the chunk is a server's whole
+ * shard of a tensor, so it is summed only when all of it is in.
+ * Documentation/benchmark.md describes the method.
  *
  * Wire: every chunk is one libmercury frame (32-byte header, then the
  * payload). tensor_id = tensor index, total_len = the server's shard of

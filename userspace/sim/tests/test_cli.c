@@ -319,6 +319,31 @@ static void test_simple_flags_json(void **state)
 	/* the same file at the default chunk is fine */
 	RUN(&o, "--profile", "fixtures/big.json", "-j");
 	assert_int_equal(o.status, 0);
+	/* auto is the default chunk and may be named; both scheme names of
+	 * streaming FIFO give the same result */
+	RUN(&o, "--profile", TINY, "--chunk", "auto", "--scheme", "fifo-stream", "-j");
+	assert_int_equal(o.status, 0);
+	j = json_tokener_parse(o.so);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "results", &res));
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(res, 0),
+					      "scheme", &v));
+	assert_string_equal(json_object_get_string(v), "fifo-stream");
+	{
+		double t = get_d(json_object_array_get_idx(res, 0), "iteration_ms");
+
+		json_object_put(j);
+		RUN(&o, "--profile", TINY, "--scheme", "fifo", "-j");
+		assert_int_equal(o.status, 0);
+		j = json_tokener_parse(o.so);
+		assert_true(json_object_object_get_ex(j, "results", &res));
+		assert_float_equal(get_d(json_object_array_get_idx(res, 0),
+					 "iteration_ms"), t, 1e-12);
+		json_object_put(j);
+	}
+	RUN(&o, "--profile", TINY, "--chunk", "bogus");
+	assert_int_equal(o.status, 2);
+	assert_non_null(strstr(o.se, "--chunk"));
 }
 
 static void test_single_scheme_and_sweep(void **state)
