@@ -17,7 +17,8 @@
 #include "ps.h"
 
 static const char *const scheme_names[] = {
-	[PS_FIFO] = "fifo",
+	[PS_VANILLA] = "vanilla",
+	[PS_FIFO] = "fifo-stream",
 	[PS_PRIO] = "prio",
 	[PS_BYTESCHED] = "bytesched",
 	[PS_MERCURY] = "mercury",
@@ -53,7 +54,7 @@ static int cmp_urgency(const void *a, const void *b)
 	return j - i;
 }
 
-static uint64_t scaled_bytes(uint64_t bytes, double scale)
+uint64_t ps_scaled_bytes(uint64_t bytes, double scale)
 {
 	double n = round((double)(bytes / 4) * scale);
 
@@ -108,15 +109,37 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		return ret;
 	L->nt = L->prof.ntensors;
 	L->servers = S;
+	/* Every size scales with the tensors (--bytes-scale), so a chunk,
+	 * a partition and the credit keep their share of the gradient. */
+	L->credit = ps_scaled_bytes(cfg->credit, cfg->bytes_scale);
 	if (cfg->scheme == PS_BYTESCHED) {
 		/* ByteScheduler sums whole partitions: a partition is spread
 		 * over the servers like any tensor, so a server's piece of it
 		 * is the aggregation unit. */
-		uint64_t piece = (cfg->partition + S - 1) / S;
+		uint64_t part = ps_scaled_bytes(cfg->partition, cfg->bytes_scale);
+		uint64_t piece = (part + S - 1) / S;
 
 		L->chunk = (piece + 3) / 4 * 4;
+	} else if (cfg->scheme == PS_VANILLA) {
+		/* A stock PS sums a server's shard of a tensor when all of it
+		 * is in: one frame per shard, so the chunk is the largest. */
+		L->chunk = 4;
+		for (i = 0; i < L->nt; i++) {
+			uint64_t n = ps_scaled_bytes(L->prof.tensors[i].bytes,
+						     cfg->bytes_scale) / 4;
+			uint64_t shard = 4 * ((n + S - 1) / S);
+
+			if (shard > L->chunk)
+				L->chunk = shard;
+		}
+		if (L->chunk > UINT32_MAX) {
+			snprintf(err, errlen, "vanilla: a shard of %llu bytes does not fit one frame: more servers or a smaller --bytes-scale",
+				 (unsigned long long)L->chunk);
+			ret = -E2BIG;
+			goto fail_early;
+		}
 	} else {
-		L->chunk = cfg->chunk;
+		L->chunk = ps_scaled_bytes(cfg->chunk, cfg->bytes_scale);
 	}
 	L->t = calloc(L->nt, sizeof(*L->t));
 	L->lo = calloc((size_t)L->nt * S, sizeof(*L->lo));
@@ -137,7 +160,7 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		uint64_t n;
 
 		t->name = m->name;
-		t->bytes = scaled_bytes(m->bytes, cfg->bytes_scale);
+		t->bytes = ps_scaled_bytes(m->bytes, cfg->bytes_scale);
 		t->off = off;
 		t->ready_ms = m->ready_ms;
 		t->gate = m->gate;
@@ -157,6 +180,7 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 				goto fail;
 			}
 			L->nchunks[k] = nc;
+			L->frames += nc;
 			L->base[k] = L->srv_chunks[s];
 			L->srv_chunks[s] += nc;
 			if (nc > L->tensor_chunks_max)
@@ -187,6 +211,7 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	}
 	h = fnv(h, cfg->scheme);
 	h = fnv(h, L->chunk);
+	h = fnv(h, cfg->scheme == PS_BYTESCHED ? L->credit : 0);
 	h = fnv(h, ps_nconns(cfg));
 	h = fnv(h, cfg->scheme == PS_MERCURY ? (uint64_t)lv : 0);
 	h = fnv(h, S);
@@ -197,6 +222,7 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	return 0;
 fail:
 	free(order);
+fail_early:
 	ps_layout_free(L);
 	return ret;
 }
@@ -235,7 +261,7 @@ int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen)
 			goto out;
 		}
 		numel = json_object_get_int64(nv);
-		numel = (int64_t)(scaled_bytes(4 * (uint64_t)numel, cfg->bytes_scale) / 4);
+		numel = (int64_t)(ps_scaled_bytes(4 * (uint64_t)numel, cfg->bytes_scale) / 4);
 		json_object_object_add(g, "numel", json_object_new_int64(numel));
 	}
 	if (json_object_to_file_ext(cfg->emit, root, JSON_C_TO_STRING_PLAIN)) {

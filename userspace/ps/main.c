@@ -24,13 +24,16 @@ void ps_usage(FILE *f)
 "       " PS_PROG " worker --worker-id I --servers H:P[,H:P...] --workers W --profile P [options]\n"
 "       " PS_PROG " profile --profile P --bytes-scale F --out FILE\n"
 "options (the same on every worker and server):\n"
-"  --scheme fifo|prio|bytesched|mercury   how tensors share the links (mercury)\n"
+"  --scheme vanilla|fifo-stream|prio|bytesched|mercury   how tensors share the\n"
+"                        links (mercury; fifo = fifo-stream)\n"
 "  --iterations N        training iterations, 2..10000 (5)\n"
 "  --time-scale X        compute times x X (1)\n"
 "  --bytes-scale F       tensor sizes x F, 0 < F <= 1 (1)\n"
-"  --chunk BYTES         aggregation unit, multiple of 4 (65536)\n"
+"  --chunk BYTES         streaming-aggregation unit, multiple of 4 (65536)\n"
 "  --partition BYTES     bytesched partition (4000000)\n"
 "  --credit BYTES        bytesched bytes in flight (16000000)\n"
+"                        (chunk, partition and credit are full-size bytes:\n"
+"                        --bytes-scale scales them with the tensors)\n"
 "  --channels N          mercury: connections per peer, 1..%d (8)\n"
 "  --levels N            mercury: distinct tags on the wire, 1..%d (--channels)\n"
 "  --tag-source mark|priority   mercury: SO_MARK or SO_PRIORITY (mark)\n"
@@ -162,11 +165,14 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 				BAD("--bytes-scale %s: expected 0 < F <= 1", a);
 			break;
 		case OPT_SCHEME:
-			for (b = 0; b < 4; b++)
+			for (b = 0; b < PS_NSCHEMES; b++)
 				if (!strcmp(a, ps_scheme_name(b)))
 					break;
-			if (b == 4)
-				BAD("--scheme %s: expected fifo, prio, bytesched or mercury", a);
+			/* the name streaming FIFO had before vanilla existed */
+			if (b == PS_NSCHEMES && !strcmp(a, "fifo"))
+				b = PS_FIFO;
+			if (b == PS_NSCHEMES)
+				BAD("--scheme %s: expected vanilla, fifo-stream, prio, bytesched or mercury", a);
 			cfg->scheme = b;
 			break;
 		case OPT_CHUNK:
@@ -231,7 +237,7 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 	if (optind < argc)
 		BAD("unexpected argument %s", argv[optind]);
 	if (!have_inflight)
-		cfg->inflight = 2 * cfg->chunk;
+		cfg->inflight = 2 * ps_scaled_bytes(cfg->chunk, cfg->bytes_scale);
 	/* one level per connection: see the layout and Documentation/tagger.md */
 	if (!cfg->levels)
 		cfg->levels = cfg->channels;
