@@ -105,6 +105,16 @@ def run_train(rank, world, out):
         res["mercury", opt_name, "assignment"] = opt.mercury.assignment()
         socks = []
         for tag, peer, fd in opt.mercury.channel_sockets():
+            ch = opt.mercury.channels[tag - 1]
+            try:
+                link = os.readlink("/proc/self/fd/%d" % fd)
+            except OSError as e:
+                link = str(e)
+            if link != ch.links[peer]:
+                print("rank %d channel %d peer %d fd %d: was %s now %s; "
+                      "sockets %s" % (rank, tag, peer, fd, ch.links[peer],
+                                      link, mercury.torch._channels
+                                      ._sockets()), file=sys.stderr)
             s = socket.socket(fileno=fd)
             try:
                 lvl, name = ((socket.IPPROTO_IP, socket.IP_TOS)
@@ -115,7 +125,7 @@ def run_train(rank, world, out):
             finally:
                 s.detach()
         res["mercury", opt_name, "sockets"] = socks
-        opt.close()
+        opt.close()     # collective: the others have read theirs too
     torch.save(res, out)
 
 

@@ -58,10 +58,11 @@ def _tcp_endpoints(fd):
 class Channel:
     """One priority class: a gloo group and its tagged sockets."""
 
-    def __init__(self, tag, group, peers, serial):
+    def __init__(self, tag, group, peers, serial, links):
         self.tag = tag          # 1 = most urgent
         self.group = group
         self.peers = peers      # {peer rank: fd}
+        self.links = links      # {peer rank: "socket:[inode]"}
         self.serial = serial    # of the open_channels() call, for keys
         # Our own duplicates: gloo closes its fd when a peer fails, and
         # ours still tells whether that peer's end is closed.
@@ -120,7 +121,14 @@ def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
     for k in range(count):
         before = _sockets()
         group = dist.new_group(timeout=td)
-        after = _sockets()
+        # A connection attempt that gloo gave up on (a retry on a busy
+        # machine) may still be open when new_group() returns; after a
+        # collective on the group, only the connections it uses remain.
+        dist.barrier(group=group)
+        mid = _sockets()
+        dist.barrier(group=group)
+        after = {fd: link for fd, link in _sockets().items()
+                 if mid.get(fd) == link}
         mine = {}
         for fd, link in after.items():
             if before.get(fd) == link:
@@ -136,6 +144,7 @@ def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
                 continue
             for a in json.loads(store.get("%s/%d/%d" % (prefix, k, r))):
                 owner[a] = r
+        links = {fd: after[fd] for fd in mine}
         peers = {}
         for fd, (local, peer) in mine.items():
             r = owner.get(peer)
@@ -157,5 +166,6 @@ def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
             except mercury.MercuryError as e:
                 raise MercuryTorchError("channel %d: tagging fd %d: %s"
                                         % (k + 1, fd, e)) from None
-        channels.append(Channel(k + 1, group, peers, _serial[0]))
+        channels.append(Channel(k + 1, group, peers, _serial[0],
+                                {r: links[fd] for r, fd in peers.items()}))
     return channels, tagger

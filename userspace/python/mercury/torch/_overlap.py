@@ -25,7 +25,6 @@ same result as a whole-model step, and LR schedulers keep working. One
 backward per step: gradient accumulation is refused with a clear error.
 """
 import datetime
-import time
 
 import torch
 import torch.distributed as dist
@@ -314,12 +313,20 @@ class _Engine:
                 "mercury.torch: gradients are waiting for optimizer.step()")
 
     def close(self):
+        """Remove the hooks and close the channels (collective)."""
+        if not self.channels:
+            return
         for h in self.handles:
             h.remove()
         self.handles = []
         self.accs = []
         if self.failed is None:
             self.synchronize()
+            # Collective, like destroying a group: no rank closes its
+            # connections while another still uses them.
+            self._wait(dist.barrier(group=self.channels[0].group,
+                                    async_op=True), self.channels[0],
+                       "close")
             for c in self.channels:
                 dist.destroy_process_group(c.group)
         for c in self.channels:
