@@ -2,7 +2,11 @@
 """A stock torchvision training loop, data-parallel, with Mercury on.
 
     /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 \\
-        userspace/python/examples/train_torchvision.py --mercury
+        --redirects 1 --tee 1 userspace/python/examples/train_torchvision.py --mercury
+
+(--redirects 1 --tee 1: Debian's torch 1.13 launcher fails on Python 3.11
+with its default "0", AttributeError in to_map; "1" sends each rank's
+stdout to a log file and to the console.)
 
 Without --mercury the same loop runs under DistributedDataParallel, for
 comparison. The data is torchvision's FakeData (generated images), read by
@@ -20,7 +24,7 @@ import torchvision
 from torch.utils.data import DataLoader, DistributedSampler
 
 try:
-    import mercury.torch
+    import mercury.torch        # Mercury
 except ImportError:     # running from the source tree
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
         __file__)), ".."))
