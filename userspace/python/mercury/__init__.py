@@ -22,11 +22,11 @@ import os
 __all__ = [
     "MercuryError", "Tagger", "Plan", "ChannelSet", "Receiver",
     "frame_encode", "frame_decode", "set_log", "version",
-    "TAG_MARK", "TAG_PRIORITY", "OUTQ_KERNEL", "OUTQ_MANUAL",
+    "TAG_MARK", "TAG_PRIORITY", "TAG_DSCP", "OUTQ_KERNEL", "OUTQ_MANUAL",
     "FRAME_HDR_LEN", "MAX_TAG",
 ]
 
-TAG_MARK, TAG_PRIORITY = 0, 1
+TAG_MARK, TAG_PRIORITY, TAG_DSCP = 0, 1, 2
 OUTQ_KERNEL, OUTQ_MANUAL = 0, 1
 PLAN_PER_TENSOR, PLAN_PER_MODULE = 0, 1
 FRAME_HDR_LEN = 32
@@ -230,7 +230,10 @@ def _source(source):
         return TAG_MARK
     if source in ("priority", TAG_PRIORITY):
         return TAG_PRIORITY
-    raise ValueError("source must be 'mark' or 'priority', not %r" % (source,))
+    if source in ("dscp", TAG_DSCP):
+        return TAG_DSCP
+    raise ValueError("source must be 'mark', 'priority' or 'dscp', not %r"
+                     % (source,))
 
 
 def _tag_opts(source="mark", shift=0, mask=0, keep_other_bits=False,
@@ -243,7 +246,9 @@ def _tag_opts(source="mark", shift=0, mask=0, keep_other_bits=False,
 
 
 class Tagger:
-    """Writes (tag & mask) << shift to SO_MARK or SO_PRIORITY of sockets.
+    """Writes (tag & mask) << shift to SO_MARK or SO_PRIORITY of sockets,
+    or with source="dscp" to their DSCP field (IP_TOS / IPV6_TCLASS byte =
+    value << 2; mask defaults to 0x3f; no privilege needed).
 
     tag() remembers the value last written per fd and skips the system
     call when it does not change; call forget(fd) when a socket closes.

@@ -52,7 +52,22 @@ class TestTagger(unittest.TestCase):
         self.assertEqual(cm.exception.errno, errno.ERANGE)
         self.assertIn("does not fit mask 0xff", str(cm.exception))
         with self.assertRaises(ValueError):
-            mercury.Tagger(source="dscp")
+            mercury.Tagger(source="tos")
+
+    def test_dscp_lands(self):
+        c, a = tcp_pair()
+        with mercury.Tagger(source="dscp") as t:
+            self.assertEqual(t.value(5), 5 << 2)
+            for tag in (1, 7, 63):
+                t.tag(c, tag)
+                tos = c.getsockopt(socket.IPPROTO_IP, socket.IP_TOS)
+                self.assertEqual(tos & 0xfc, tag << 2)
+                self.assertEqual(t.get(c), tag)
+            with self.assertRaises(mercury.MercuryError) as cm:
+                t.tag(c, 64)
+            self.assertEqual(cm.exception.errno, errno.ERANGE)
+        c.close()
+        a.close()
 
     @unittest.skipUnless(os.geteuid() == 0, "SO_MARK needs root")
     def test_mark_lands(self):

@@ -81,6 +81,13 @@ MERCURY_API const char *mercury_last_error(void);
 enum mercury_tag_source {
 	MERCURY_TAG_MARK = 0,		/* SO_MARK -> skb->mark (qdisc default) */
 	MERCURY_TAG_PRIORITY = 1,	/* SO_PRIORITY -> skb->priority */
+	/*
+	 * IP_TOS (IPv4) / IPV6_TCLASS (IPv6) -> the DSCP field of every
+	 * packet: byte = ((tag & mask) << shift) << 2, mask default 0x3f,
+	 * (mask << shift) must fit 6 bits. Needs no capability and, unlike
+	 * mark and priority, crosses namespaces and links.
+	 */
+	MERCURY_TAG_DSCP = 2,
 };
 
 #define MERCURY_DEFAULT_MASK	0xffffu
@@ -89,7 +96,7 @@ struct mercury_tag_opts {
 	size_t sz;			/* sizeof(struct mercury_tag_opts) */
 	enum mercury_tag_source source;	/* must match the qdisc's source */
 	unsigned int shift;		/* bits; must match the qdisc */
-	uint32_t mask;			/* must match the qdisc; 0: 0xffff */
+	uint32_t mask;			/* must match the qdisc; 0: 0xffff (DSCP: 0x3f) */
 	/*
 	 * Keep the bits of the socket's existing value outside
 	 * (mask << shift), e.g. marks an nft ruleset also uses. Costs one
@@ -108,12 +115,15 @@ MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
 MERCURY_API void mercury_tagger_free(struct mercury_tagger *t);
 
 /*
- * Fill opts from MERCURY_TAG_SOURCE (mark|priority), MERCURY_SHIFT and
+ * Fill opts from MERCURY_TAG_SOURCE (mark|priority|dscp), MERCURY_SHIFT and
  * MERCURY_MASK (C integer syntax); unset variables leave a field alone.
  */
 MERCURY_API int mercury_tag_opts_from_env(struct mercury_tag_opts *opts);
 
-/* The value written for tag: (tag & mask) << shift; -ERANGE if it doesn't fit. */
+/*
+ * The value written for tag: (tag & mask) << shift (DSCP: the TOS/TCLASS
+ * byte, that shifted left by 2); -ERANGE if it doesn't fit.
+ */
 MERCURY_API int mercury_tagger_value(const struct mercury_tagger *t,
 				     unsigned int tag, uint32_t *value);
 
