@@ -8,6 +8,7 @@
  *                             accept one connection
  *   probe sendto PORT         UDP datagram to 127.0.0.1:PORT
  *   probe reuse PORT          connect, close, connect again (fd reused)
+ *   probe tos PORT            TCP connect, print the IP_TOS byte instead
  *   probe dup2|dup3|dup|dupfd|closerange PORT
  *                             UDP datagram to PORT on a socket, then make
  *                             its fd number name a fresh socket that way
@@ -149,6 +150,17 @@ int main(int argc, char **argv)
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
 			return perror("connect"), 1;
 		show(fd);
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "tos")) {
+		unsigned int tos = 0;
+		socklen_t tl = sizeof(tos);
+
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)))
+			return perror("connect"), 1;
+		getsockopt(fd, IPPROTO_IP, IP_TOS, &tos, &tl);
+		printf("tos %u\n", tos);
 		return 0;
 	}
 	if (argc == 3 && !strcmp(argv[1], "reuse")) {

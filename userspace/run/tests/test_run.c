@@ -205,7 +205,8 @@ static void expect_probe(const char *mode, const char *want, ...)
 	if (count)
 		*count++ = 0;
 	mode = modebuf;
-	l = listen_lo(strcmp(mode, "connect") && strcmp(mode, "reuse") ?
+	l = listen_lo(strcmp(mode, "connect") && strcmp(mode, "reuse") &&
+		      strcmp(mode, "tos") ?
 		      SOCK_DGRAM : SOCK_STREAM, &port);
 	snprintf(portstr, sizeof(portstr), "%u", port);
 	va_start(ap, want);
@@ -250,6 +251,9 @@ static void test_connect_priority(void **state)
 		     "-t", "6", NULL);
 	expect_probe("connect", "priority 2 mark 0\n", "-s", "priority",
 		     "-t", "6", "-r", "port=%P:tag=2", NULL);
+	/* DSCP: the TOS byte carries the tag in its top six bits */
+	expect_probe("tos", "tos 20\n", "-s", "dscp", "-r", "port=%P:tag=5",
+		     NULL);
 	/* shift 1: tag 3 is priority 6 */
 	expect_probe("connect", "priority 6 mark 0\n", "-s", "priority",
 		     "--shift", "1", "--mask", "3", "-r", "port=%P:tag=3", NULL);
@@ -444,7 +448,7 @@ static void test_usage_errors(void **state)
 		{ RUN, "-t", "1", NULL },
 		{ RUN, "--", PROBE, NULL },
 		{ RUN, "--mask", "3", "-t", "5", "--", PROBE, NULL },
-		{ RUN, "-s", "dscp", "-t", "1", "--", PROBE, NULL },
+		{ RUN, "-s", "tos", "-t", "1", "--", PROBE, NULL },
 		{ RUN, "--bogus", NULL },
 	};
 	static const char *const msgs[] = {
@@ -452,7 +456,7 @@ static void test_usage_errors(void **state)
 		"mercury-run: no command",
 		"mercury-run: no rules",
 		"mercury-run: rule 1: tag 5 does not fit mask 0x3",
-		"mercury-run: --source dscp",
+		"mercury-run: --source tos: expected mark, priority or dscp",
 		"usage: mercury-run",
 	};
 	static const char *const env[] = { "MERCURY_RULES=", NULL };
