@@ -593,10 +593,10 @@ int main(int argc, char **argv)
 				JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(o);
 	} else {
-		print_header(&prof, &p);
 		if (plan)
 			printf("priorities: plan %s (tags 1..%u)\n", plan,
 			       plan_max_tag);
+		print_header(&prof, &p);
 		for (i = 0; i < n; i++)
 			print_point(&pts[i]);
 	}

@@ -21,8 +21,8 @@ int msim_profile_apply_plan(struct msim_profile *prof, const char *path,
 
 	ret = mercury_plan_load(path, &plan);
 	if (ret) {
-		snprintf(err, errlen, "--plan %s: %s", path,
-			 mercury_last_error());
+		/* libmercury's reason names the file */
+		snprintf(err, errlen, "--plan: %s", mercury_last_error());
 		return ret;
 	}
 	/* Check every name before changing anything. */
