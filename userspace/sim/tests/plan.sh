@@ -27,6 +27,9 @@ check() { # check DESCRIPTION COMMAND...
 for x in "$SIM" "$PS" "$PLACE" "$TOOL"; do
 	[ -x "$x" ] || { echo "Bail out! $x is not built"; exit 1; }
 done
+for x in python3 paste awk; do
+	command -v "$x" >/dev/null || { echo "Bail out! $x is missing"; exit 1; }
+done
 
 # same_prio FILE...: the second column agrees line by line (and names too).
 same_prio() {
@@ -115,6 +118,10 @@ top = max(e["tag"] for e in d["priorities"])
 for e in d["priorities"]:
     e["tag"] = top + 1 - e["tag"]
 json.dump(d, open(sys.argv[2], "w"))' "$plan" "$T/reversed.json"
+$PS worker --profile "$prof" --plan "$T/reversed.json" --print-priorities >"$T/psr"
+check "reversed plan: mercury-ps sends the last layer first" refines 3 2 "$T/psr"
+check "reversed plan: mercury-ps's first tensor is fc.weight (default tag 161)" \
+	sh -c "awk -F'\t' '\$3 == 1 { print \$1 }' '$T/psr' | grep -qx fc.weight"
 it() { $SIM --profile "$prof" --scheme mercury --bandwidth balanced -j "$@" |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["iteration_ms"])'; }
 fwd=$(it --plan "$plan"); rev=$(it --plan "$T/reversed.json"); none=$(it)
@@ -142,4 +149,5 @@ else
 fi
 
 echo "1..$n"
+echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]
