@@ -43,12 +43,15 @@ int ps_nconns(const struct ps_cfg *cfg)
 
 static const struct ps_tensor *sort_base;
 
-/* Most urgent first: smaller gate; inside one module, the tensor whose
- * gradient came last (libmercury's default plan order). */
+/* Most urgent first: the plan's smaller tag (--plan; ties, as without a
+ * plan:) smaller gate; inside one module, the tensor whose gradient came
+ * last (libmercury's default plan order). */
 static int cmp_urgency(const void *a, const void *b)
 {
 	int i = *(const int *)a, j = *(const int *)b;
 
+	if (sort_base[i].prio != sort_base[j].prio)
+		return sort_base[i].prio < sort_base[j].prio ? -1 : 1;
 	if (sort_base[i].gate != sort_base[j].gate)
 		return sort_base[i].gate < sort_base[j].gate ? -1 : 1;
 	return j - i;
@@ -107,6 +110,12 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	ret = msim_profile_load(cfg->profile, &L->prof, err, errlen);
 	if (ret)
 		return ret;
+	if (cfg->plan) {
+		ret = msim_profile_apply_plan(&L->prof, cfg->plan,
+					      &L->plan_max_tag, err, errlen);
+		if (ret)
+			goto fail_early;
+	}
 	L->nt = L->prof.ntensors;
 	L->servers = S;
 	/* Every size scales with the tensors (--bytes-scale), so a chunk,
@@ -164,6 +173,7 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		t->off = off;
 		t->ready_ms = m->ready_ms;
 		t->gate = m->gate;
+		t->prio = m->prio;
 		off += t->bytes;
 		n = t->bytes / 4;
 		for (s = 0; s < S; s++) {
@@ -203,12 +213,30 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	if (lv > L->nt)
 		lv = L->nt;
 	L->levels = lv;
+	/*
+	 * A plan's tags go on the wire as they are when they fit, else
+	 * squeezed to lv keeping their order (the same cut as above for a
+	 * plan with one tag per tensor).
+	 */
+	if (cfg->plan && L->plan_max_tag <= (unsigned int)lv)
+		L->levels = L->plan_max_tag;
 	for (i = 0; i < L->nt; i++) {
-		L->t[order[i]].rank = i + 1;
-		L->t[order[i]].level = 1 + (unsigned int)((uint64_t)i * lv / L->nt);
+		struct ps_tensor *t = &L->t[order[i]];
+
+		t->rank = i + 1;
+		if (!cfg->plan)
+			t->level = 1 + (unsigned int)((uint64_t)i * lv / L->nt);
+		else if (L->plan_max_tag <= (unsigned int)lv)
+			t->level = t->prio;
+		else
+			t->level = 1 + (unsigned int)((uint64_t)(t->prio - 1) *
+						      lv / L->plan_max_tag);
 		/* 16 bands by forward order, as many tensors in each */
-		L->t[order[i]].band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
+		t->band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
 	}
+	/* Peers must send by the same plan. */
+	for (i = 0; cfg->plan && i < L->nt; i++)
+		h = fnv(h, (uint64_t)L->t[i].rank << 32 | L->t[i].level);
 	h = fnv(h, cfg->scheme);
 	h = fnv(h, L->chunk);
 	h = fnv(h, cfg->scheme == PS_BYTESCHED ? L->credit : 0);
@@ -225,6 +253,27 @@ fail:
 fail_early:
 	ps_layout_free(L);
 	return ret;
+}
+
+int ps_print_priorities(const struct ps_cfg *cfg, char *err, size_t errlen)
+{
+	struct ps_layout L;
+	int i, ret;
+
+	ret = ps_layout_init(&L, cfg, err, errlen);
+	if (ret)
+		return ret;
+	/*
+	 * priority: the plan's tag, or without a plan the rank (the
+	 * sender's order, libmercury's default plan tag); in gradient-ready
+	 * order, as the simulator prints them.
+	 */
+	for (i = 0; i < L.nt; i++)
+		printf("%s\t%ld\t%u\t%u\t%u\n", L.t[i].name,
+		       cfg->plan ? L.t[i].prio : (long)L.t[i].rank,
+		       L.t[i].rank, L.t[i].level, L.t[i].band);
+	ps_layout_free(&L);
+	return 0;
 }
 
 /*

@@ -36,6 +36,9 @@ void ps_usage(FILE *f)
 "                        --bytes-scale scales them with the tensors)\n"
 "  --channels N          mercury: connections per peer, 1..%d (8)\n"
 "  --levels N            mercury: distinct tags on the wire, 1..%d (--channels)\n"
+"  --plan FILE           send order (and mercury's tags) from this plan, the\n"
+"                        one the tagger deploys (default: forward order)\n"
+"  --print-priorities    print tensor, priority, rank, tag, prio band; exit\n"
 "  --tag-source mark|priority   mercury: SO_MARK or SO_PRIORITY (mark)\n"
 "  --inflight BYTES      mercury: bytes queued in the kernel per connection (2 chunks)\n"
 "  --sndbuf BYTES        SO_SNDBUF and SO_RCVBUF of every connection\n"
@@ -49,6 +52,7 @@ enum {
 	OPT_SERVER_ID, OPT_ITER, OPT_TSCALE, OPT_BSCALE, OPT_SCHEME,
 	OPT_CHUNK, OPT_PART, OPT_CREDIT, OPT_CHANNELS, OPT_TAGSRC,
 	OPT_TIMEOUT, OPT_SNDBUF, OPT_INFLIGHT, OPT_LISTEN, OPT_OUT, OPT_LEVELS,
+	OPT_PLAN, OPT_PRINT_PRIO,
 };
 
 static const struct option opts[] = {
@@ -72,6 +76,8 @@ static const struct option opts[] = {
 	{ "inflight", required_argument, NULL, OPT_INFLIGHT },
 	{ "listen", required_argument, NULL, OPT_LISTEN },
 	{ "out", required_argument, NULL, OPT_OUT },
+	{ "plan", required_argument, NULL, OPT_PLAN },
+	{ "print-priorities", no_argument, NULL, OPT_PRINT_PRIO },
 	{ "json", no_argument, NULL, 'j' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 }
@@ -224,6 +230,8 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 			break;
 		case OPT_LISTEN: cfg->listen = a; break;
 		case OPT_OUT: cfg->emit = a; break;
+		case OPT_PLAN: cfg->plan = a; break;
+		case OPT_PRINT_PRIO: cfg->print_priorities = true; break;
 		case 'j': break;
 		case 'h':
 			ps_usage(stdout);
@@ -304,6 +312,18 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (ps_emit_profile(&cfg, err, sizeof(err))) {
+			ps_error(&cfg, "%s", err);
+			return 1;
+		}
+		return 0;
+	}
+	if (cfg.print_priorities) {
+		char err[512];
+
+		/* The order does not depend on the peers: one server will do. */
+		if (!cfg.servers)
+			cfg.servers = 1;
+		if (ps_print_priorities(&cfg, err, sizeof(err))) {
 			ps_error(&cfg, "%s", err);
 			return 1;
 		}

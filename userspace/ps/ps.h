@@ -46,6 +46,8 @@ enum ps_scheme {
 /* Everything both roles agree on (and the role's own options). */
 struct ps_cfg {
 	const char *profile;
+	const char *plan;		/* --plan: send priorities, NULL = gates */
+	bool print_priorities;		/* print the layout's order and exit */
 	enum ps_scheme scheme;
 	int channels;			/* mercury: connections per peer */
 	int levels;			/* mercury: tags on the wire (0: channels) */
@@ -73,6 +75,7 @@ struct ps_tensor {
 	uint64_t off;			/* in the flat gradient buffer */
 	double ready_ms;		/* unscaled, since backward start */
 	int gate;			/* forward call that needs it */
+	long prio;			/* --plan: the plan's tag; else the gate */
 	unsigned int rank;		/* 1 = most urgent: the sender's order */
 	unsigned int level;		/* mercury: the tag on the wire, rank
 					 * squeezed to 1..levels */
@@ -98,6 +101,7 @@ struct ps_layout {
 	uint32_t *srv_chunks;		/* chunks per server */
 	uint32_t tensor_chunks_max;
 	unsigned int levels;		/* mercury: distinct wire tags */
+	unsigned int plan_max_tag;	/* --plan: largest tag, else 0 */
 	uint64_t hash;			/* of everything peers must agree on */
 };
 
@@ -128,6 +132,8 @@ static inline float ps_expected_param(int workers, int iterations, int t,
 /* A full-size byte count as the data plane scales it (multiple of 4). */
 uint64_t ps_scaled_bytes(uint64_t bytes, double scale);
 int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen);
+/* --print-priorities: tensor, priority, rank, level, band per line. */
+int ps_print_priorities(const struct ps_cfg *cfg, char *err, size_t errlen);
 
 /* Connections */
 struct ps_out {

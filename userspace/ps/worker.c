@@ -633,6 +633,9 @@ static void report(const struct wrk *v, uint64_t bad, const char *first)
 		json_object_object_add(o, "bytes_in", json_object_new_int64(in));
 		json_object_object_add(o, "chunk_bytes", json_object_new_int64(v->L.chunk));
 		json_object_object_add(o, "frames", json_object_new_int64(v->L.frames));
+		/* the priorities benchmarked: a plan's tags, or forward order */
+		json_object_object_add(o, "plan", v->cfg->plan ?
+				       json_object_new_string(v->cfg->plan) : NULL);
 		if (v->cfg->scheme == PS_BYTESCHED) {
 			json_object *b = json_object_new_object();
 

@@ -82,6 +82,9 @@ static void usage(void)
 "  --header BYTES       wire header bytes per packet (default 66)\n"
 "  --iterations N       simulated iterations, the first is warm-up (default 5)\n"
 "  --time-scale X       multiply every compute time by X (default 1)\n"
+"  --plan FILE          send priorities from this plan's tags (the plan the\n"
+"                       tagger deploys); default: the forward call gating it\n"
+"  --print-priorities   print each tensor's send priority and gate, then exit\n"
 "  --sweep              sweep bandwidth over a 1-2-5 series\n"
 "  --sweep-range LO:HI  sweep limits (default 1gbit:500gbit)\n"
 "  --plot FILE.png      with --sweep: plot iteration times and speedups\n"
@@ -317,7 +320,8 @@ enum {
 	OPT_PROFILE = 256, OPT_WORKERS, OPT_SERVERS, OPT_BANDWIDTH,
 	OPT_LATENCY, OPT_SCHEME, OPT_PARTITION, OPT_CREDIT, OPT_OVERHEAD,
 	OPT_MTU, OPT_HEADER, OPT_ITER, OPT_SCALE, OPT_SWEEP, OPT_RANGE,
-	OPT_PLOT, OPT_SLICE, OPT_CHUNK, OPT_FCOST, OPT_FHDR,
+	OPT_PLOT, OPT_SLICE, OPT_CHUNK, OPT_FCOST, OPT_FHDR, OPT_PLAN,
+	OPT_PRINT_PRIO,
 };
 
 int main(int argc, char **argv)
@@ -343,11 +347,16 @@ int main(int argc, char **argv)
 		{ "chunk", required_argument, NULL, OPT_CHUNK },
 		{ "frame-cost", required_argument, NULL, OPT_FCOST },
 		{ "frame-header", required_argument, NULL, OPT_FHDR },
+		{ "plan", required_argument, NULL, OPT_PLAN },
+		{ "print-priorities", no_argument, NULL, OPT_PRINT_PRIO },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *plotfile = NULL, *bw_arg = NULL;
+	const char *plan = NULL;
+	unsigned int plan_max_tag = 0;
+	int print_prio = 0;
 	double lo = 1e9, hi = 500e9;
 	int servers_set = 0, sweep = 0, range_set = 0, scheme = -1;
 	struct point pts[MAX_POINTS];
@@ -470,6 +479,12 @@ int main(int argc, char **argv)
 			range_set = 1;
 			break;
 		}
+		case OPT_PLAN:
+			plan = optarg;
+			break;
+		case OPT_PRINT_PRIO:
+			print_prio = 1;
+			break;
 		case OPT_PLOT:
 			plotfile = optarg;
 			break;
@@ -502,6 +517,19 @@ int main(int argc, char **argv)
 
 	if (msim_profile_load(profile, &prof, err, sizeof(err)))
 		die(EXIT_DATA, "%s", err);
+	if (plan && msim_profile_apply_plan(&prof, plan, &plan_max_tag, err,
+					    sizeof(err))) {
+		msim_profile_free(&prof);
+		die(EXIT_DATA, "%s", err);
+	}
+	if (print_prio) {
+		/* tensor, send priority, gate; in gradient-ready order */
+		for (i = 0; i < prof.ntensors; i++)
+			printf("%s\t%ld\t%d\n", prof.tensors[i].name,
+			       prof.tensors[i].prio, prof.tensors[i].gate);
+		msim_profile_free(&prof);
+		return 0;
+	}
 
 	if (sweep) {
 		/* 1-2-5 series: about three points per decade. */
@@ -555,11 +583,19 @@ int main(int argc, char **argv)
 		} else {
 			o = point_json(&prof, &p, &pts[0]);
 		}
+		/* Which priorities were simulated: a plan's tags or the gates. */
+		json_object_object_add(o, "plan", plan ?
+				       json_object_new_string(plan) : NULL);
+		json_object_object_add(o, "plan_max_tag", plan ?
+				       json_object_new_int64(plan_max_tag) : NULL);
 		printf("%s\n", json_object_to_json_string_ext(o,
 				JSON_C_TO_STRING_PRETTY |
 				JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(o);
 	} else {
+		if (plan)
+			printf("priorities: plan %s (tags 1..%u)\n", plan,
+			       plan_max_tag);
 		print_header(&prof, &p);
 		for (i = 0; i < n; i++)
 			print_point(&pts[i]);

@@ -16,7 +16,9 @@ struct msim_tensor {
 	char *name;		/* parameter name from the profile */
 	uint64_t bytes;		/* payload on the wire (4 * numel) */
 	double ready_ms;	/* gradient ready, since backward start */
-	int gate;		/* forward call that needs it = priority */
+	int gate;		/* forward call that needs it */
+	long prio;		/* send priority, smaller = more urgent:
+				 * gate, or the plan's tag (--plan) */
 };
 
 /* A profile reduced to what the simulator needs. */
@@ -92,6 +94,16 @@ void msim_params_default(struct msim_params *p);
 int msim_profile_load(const char *path, struct msim_profile *prof,
 		      char *err, size_t errlen);
 void msim_profile_free(struct msim_profile *prof);
+
+/*
+ * Take every tensor's send priority from the plan at path (libmercury's
+ * loader: a tag per tensor name); the gates stay the profile's. A tensor
+ * the plan does not name is an error naming it. On success *max_tag is
+ * the largest tag among the profile's tensors. 0 or negative errno with
+ * a reason in err.
+ */
+int msim_profile_apply_plan(struct msim_profile *prof, const char *path,
+			    unsigned int *max_tag, char *err, size_t errlen);
 
 /* Check the parameters; 0 or -EINVAL with a reason in err. */
 int msim_params_check(const struct msim_params *p, char *err, size_t errlen);

@@ -473,7 +473,9 @@ static long msg_key(const struct msim_state *s, int tensor)
 		 * order is fixed: links are FIFO, priority acts at dispatch. */
 		return 0;
 	default:
-		return s->prof->tensors[tensor].gate;
+		/* Equal priorities (a squeezed plan) keep arrival order:
+		 * the heap breaks ties by seq. */
+		return s->prof->tensors[tensor].prio;
 	}
 }
 

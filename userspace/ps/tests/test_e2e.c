@@ -433,6 +433,41 @@ static void test_config_mismatch(void **state)
 	cleanup(r.srv, 1);
 }
 
+/*
+ * --plan (fixtures/tiny-plan.json: the reverse of forward order, squeezed
+ * to 3 tags, so SO_PRIORITY needs no privilege) on every peer: exact sums.
+ * On the workers only: the servers refuse them.
+ */
+static void test_plan(void **state)
+{
+	struct run r = { .W = 2, .S = 2, .scheme = "mercury",
+			 .extra = { "--tag-source", "priority", "--channels", "3",
+				    "--plan", "fixtures/tiny-plan.json", NULL },
+			 .wrk_want = "\"plan\":\"fixtures/tiny-plan.json\"" };
+	struct run m = { .W = 1, .S = 1, .scheme = "mercury",
+			 .extra = { "--tag-source", "priority", "--channels", "3", NULL } };
+	char *argv[40], id[16];
+
+	(void)state;
+	start_run(&r);
+	expect_clean(&r);
+
+	snprintf(m.list, sizeof(m.list), "127.0.0.1:%d", free_port());
+	build_argv(&m, argv, id, true, 0);
+	spawn(&m.srv[0], argv);
+	free(argv[7]);
+	m.extra[4] = "--plan";
+	m.extra[5] = "fixtures/tiny-plan.json";
+	build_argv(&m, argv, id, false, 0);
+	spawn(&m.wrk[0], argv);
+	free(argv[7]);
+	assert_int_equal(reap(&m.srv[0], 12), 1);
+	assert_non_null(strstr(slurp(m.srv[0].err), "runs a different configuration"));
+	assert_int_equal(reap(&m.wrk[0], 12), 1);
+	cleanup(m.wrk, 1);
+	cleanup(m.srv, 1);
+}
+
 static int run_args(const char *stdout_want, const char *stderr_want, ...)
 {
 	char *argv[32];
@@ -523,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_killed_server),
 		cmocka_unit_test(test_stopped_worker_times_out),
 		cmocka_unit_test(test_config_mismatch),
+		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_bad_arguments),
 	};
 
