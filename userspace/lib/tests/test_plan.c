@@ -553,6 +553,43 @@ static void test_format_roundtrip(void **state)
 	mercury_plan_free(q);
 }
 
+/* A plan written by hand to the documented format (tagger.md) reads back. */
+static void test_format_file(void **state)
+{
+	MERCURY_OPTS(mercury_plan_load_opts, lo, .levels = 2);
+	struct mercury_plan_info info;
+	struct mercury_plan *p;
+	char *s;
+
+	(void)state;
+	assert_int_equal(mercury_plan_load(TESTDATA "/plan_v1.json", &p), 0);
+	assert_int_equal(mercury_plan_get_info(p, &info, sizeof(info)), 0);
+	assert_int_equal(info.format, 1);
+	assert_int_equal(info.levels, 4);
+	assert_int_equal(info.max_tag, 3);
+	assert_int_equal(info.source, MERCURY_TAG_PRIORITY);
+	assert_int_equal(info.mask, 7);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.bias"), 2);
+	s = save_text(p);
+	assert_non_null(strstr(s, "\"placement\": {"));
+	assert_non_null(strstr(s, "\"levels\": 4,"));
+	free(s);
+	mercury_plan_free(p);
+	/* 3 tags, 2 allowed: refused; squeezed, ties stay ties */
+	assert_int_equal(mercury_plan_load_opts(TESTDATA "/plan_v1.json", &lo,
+						&p), -ERANGE);
+	lo.squeeze = true;
+	assert_int_equal(mercury_plan_load_opts(TESTDATA "/plan_v1.json", &lo,
+						&p), 0);
+	assert_int_equal(mercury_plan_lookup(p, "conv1.weight"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.weight"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.bias"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "fc.weight"), 2);
+	assert_int_equal(mercury_plan_get_info(p, &info, sizeof(info)), 0);
+	assert_int_equal(info.levels, 2);
+	mercury_plan_free(p);
+}
+
 /* A solver plan from before the format (no version key) still loads. */
 static void test_format0(void **state)
 {
@@ -747,6 +784,7 @@ int main(void)
 		cmocka_unit_test(test_profile_tied),
 		cmocka_unit_test(test_save_roundtrip),
 		cmocka_unit_test(test_format_roundtrip),
+		cmocka_unit_test(test_format_file),
 		cmocka_unit_test(test_format0),
 		cmocka_unit_test(test_levels_limit),
 		cmocka_unit_test(test_lookup_missing),
