@@ -1369,6 +1369,62 @@ static void test_cli_plan_format(void **state)
 	free(out);
 }
 
+/*
+ * Gradient bytes follow the profile's dtype (grad_dtype, or an entry's
+ * dtype), fp32 without one, by the same table as libmercury's default
+ * plan; an unknown dtype is an error.
+ */
+static void test_dtype_bytes(void **state)
+{
+	char tmp[] = "/tmp/mp-dtype-XXXXXX";
+	struct json_object *root, *grads, *first;
+	struct mercury_plan *mp;
+	struct mp_graph g;
+	struct mp_err err;
+	int fd;
+
+	(void)state;
+	assert_true(have_profiles());
+	root = json_object_from_file(profile("h200/resnet50.json"));
+	assert_non_null(root);
+	json_object_object_add(root, "grad_dtype",
+			       json_object_new_string("bfloat16"));
+	assert_true(json_object_object_get_ex(root, "grad_ready", &grads));
+	first = json_object_array_get_idx(grads, 0);
+	json_object_object_add(first, "dtype",
+			       json_object_new_string("torch.float32"));
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(json_object_to_file(tmp, root), 0);
+	assert_int_equal(mp_graph_load(tmp, &g, &err), 0);
+	assert_int_equal(mercury_plan_from_profile(tmp, NULL, &mp), 0);
+	for (int i = 0; i < g.np; i++) {
+		struct json_object *o = json_object_array_get_idx(grads, i), *v;
+		struct mercury_plan_entry e;
+		size_t k;
+
+		json_object_object_get_ex(o, "numel", &v);
+		assert_float_equal(g.params[i].bytes,
+				   (i ? 2.0 : 4.0) * json_object_get_int64(v), 0);
+		for (k = 0; k < mercury_plan_size(mp); k++) {
+			mercury_plan_entry(mp, k, &e);
+			if (!strcmp(e.tensor, g.params[i].name))
+				break;
+		}
+		assert_true(k < mercury_plan_size(mp));
+		assert_int_equal(e.bytes, (uint64_t)g.params[i].bytes);
+	}
+	mercury_plan_free(mp);
+	mp_graph_free(&g);
+	json_object_object_add(first, "dtype", json_object_new_string("fp4"));
+	assert_int_equal(json_object_to_file(tmp, root), 0);
+	assert_int_equal(mp_graph_load(tmp, &g, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "grad_ready[0] (fc.weight): dtype \"fp4\" unknown"));
+	unlink(tmp);
+	json_object_put(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1394,6 +1450,7 @@ int main(void)
 		cmocka_unit_test(test_hybrid),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_cli_plan_format),
+		cmocka_unit_test(test_dtype_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
