@@ -519,7 +519,8 @@ int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
 	*out = mp;
 	return 0;
 fail:
-	mp_set_err(err, ret, "plan: %s", mercury_last_error());
+	mp_set_err(err, ret, "%s%s", mercury_last_error(),
+		   ret == -ERANGE ? " (--levels)" : "");
 	mercury_plan_free(mp);
 	return ret;
 }

@@ -764,7 +764,7 @@ MERCURY_API int mercury_plan_set_levels(struct mercury_plan *p,
 	if (levels < 1 || levels > MERCURY_MAX_TAG)
 		return mercury_err(ERANGE, "plan set levels: %u outside 1..%u",
 				   levels, MERCURY_MAX_TAG);
-	err = check_tag_settings("plan set levels", p->source, p->shift,
+	err = check_tag_settings("plan", p->source, p->shift,
 				 p->mask, levels);
 	if (err)
 		return err;
@@ -793,7 +793,7 @@ MERCURY_API int mercury_plan_set_tag_opts(struct mercury_plan *p,
 	if (!mask)
 		mask = default_mask(source);
 	levels = p->levels ? p->levels : p->max_tag;
-	err = check_tag_settings("plan set tag opts", source,
+	err = check_tag_settings("plan", source,
 				 OPTS_GET(opts, shift, 0), mask, levels);
 	if (err)
 		return err;
