@@ -128,40 +128,44 @@ static void plan_slot_put(struct mercury_plan *p, size_t i)
 	p->slots[j] = i + 1;
 }
 
-/* Keep nslots >= 2 * want, rehashing entries [0, p->n). */
-static int plan_reserve_slots(struct mercury_plan *p, size_t want)
+/* An empty table of at least 2 * want slots; the old one is kept on error. */
+static int plan_alloc_slots(struct mercury_plan *p, size_t want)
 {
-	size_t ns = p->nslots ? p->nslots : 16, i;
-	uint32_t *old = p->slots;
+	size_t ns = 16;
+	uint32_t *slots;
 
 	while (ns < 2 * want)
 		ns *= 2;
-	if (ns == p->nslots)
-		return 0;
-	p->slots = calloc(ns, sizeof(*p->slots));
-	if (!p->slots) {
-		p->slots = old;
+	slots = calloc(ns, sizeof(*slots));
+	if (!slots)
 		return mercury_err(ENOMEM, "plan: out of memory");
-	}
-	free(old);
+	free(p->slots);
+	p->slots = slots;
 	p->nslots = ns;
-	for (i = 0; i < p->n; i++)
-		plan_slot_put(p, i);
 	return 0;
+}
+
+/* Room for want entries in the index, rehashing the ones it holds. */
+static int plan_reserve_slots(struct mercury_plan *p, size_t want)
+{
+	size_t i;
+	int err;
+
+	if (p->nslots >= 2 * want)
+		return 0;
+	err = plan_alloc_slots(p, want);
+	for (i = 0; !err && i < p->n; i++)
+		plan_slot_put(p, i);
+	return err;
 }
 
 /* Build the index; a name given twice is an error (which tag would win?). */
 static int plan_index(struct mercury_plan *p, const char *what)
 {
-	size_t i, n = p->n;
+	size_t i;
 	int err;
 
-	free(p->slots);
-	p->slots = NULL;
-	p->nslots = 0;
-	p->n = 0;		/* rehash nothing yet */
-	err = plan_reserve_slots(p, n);
-	p->n = n;
+	err = plan_alloc_slots(p, p->n);
 	if (err)
 		return err;
 	p->max_tag = 0;
