@@ -2,12 +2,15 @@
 /*
  * mercury-place: command line.
  *
- *   mercury-place [place] --profile P --cluster C [--algo NAME] [-j] [-o F]
+ *   mercury-place [place] --profile P --cluster C [--algo NAME] [--levels N]
+ *                 [--tag-source S] [-j] [-o F]
  *   mercury-place compare --profile P --cluster C [-j] [--png F]
  *   mercury-place bench --profiles DIR [--out DIR] [--synthetic N]
  *
  * Commands are matched by unique prefix, as bpftool does.  Usage errors
  * exit 2, bad data exits 1; with -j errors are {"error": "..."} on stdout.
+ * Plans are written by libmercury (mercury_plan_save()): this program
+ * hands it the priorities and its own sections (plan.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -283,8 +286,8 @@ static int cmd_place(int argc, char **argv)
 			if (mercury_plan_save(mp, o.out)) {
 				ret = fail(1, "%s", mercury_last_error());
 			} else if (json_out) {
-				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f}\n",
-				       o.out, p.step_ms, p.lb.lb_ms);
+				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f, \"levels\": %u}\n",
+				       o.out, p.step_ms, p.lb.lb_ms, info.levels);
 			} else {
 				printf("%s: %s on %d devices with %s: step %.3f ms (lower bound %.3f, x%.3f), solved in %.2f ms, %d tagged tensors in %u levels -> %s\n",
 				       PROG, g.model, c.d, mp_algo_name(algo),

@@ -1272,6 +1272,15 @@ static void test_cli_plan_format(void **state)
 		 prof, sq);
 	assert_int_equal(run(cmd, out, 1 << 22), 0);
 	assert_non_null(strstr(out, "161 tagged tensors in 8 levels"));
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -j -p %s -c clusters/h100x4.json --levels 8 -o %s",
+		 prof, sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	assert_non_null(strstr(out, "\"levels\": 8}"));
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -p %s -c clusters/h100x4.json --levels 8 --tag-source priority --shift 4 --mask 0xff -o %s",
+		 prof, sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
 
 	/* the full plan is wider than 8 levels: refused, with the way out */
 	assert_int_equal(mercury_plan_load_opts(full, &lo, &pf), -ERANGE);
