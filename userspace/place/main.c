@@ -2,12 +2,15 @@
 /*
  * mercury-place: command line.
  *
- *   mercury-place [place] --profile P --cluster C [--algo NAME] [-j] [-o F]
+ *   mercury-place [place] --profile P --cluster C [--algo NAME] [--levels N]
+ *                 [--tag-source S] [-j] [-o F]
  *   mercury-place compare --profile P --cluster C [-j] [--png F]
  *   mercury-place bench --profiles DIR [--out DIR] [--synthetic N]
  *
  * Commands are matched by unique prefix, as bpftool does.  Usage errors
  * exit 2, bad data exits 1; with -j errors are {"error": "..."} on stdout.
+ * Plans are written by libmercury (mercury_plan_save()): this program
+ * hands it the priorities and its own sections (plan.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include <sys/stat.h>
 
 #include <json.h>
+#include <mercury/mercury.h>
 
 #include "place.h"
 
@@ -30,14 +34,16 @@ static int json_out;
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [--replicas N [--bandwidth BPS]] [-j] [-o FILE]\n"
+		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [--replicas N [--bandwidth BPS]] [PLAN] [-j] [-o FILE]\n"
 		"       " PROG " compare --profile FILE --cluster FILE [-j] [--png FILE]\n"
-		"       " PROG " pipe --profile FILE --cluster FILE [--pipedream-model] [--no-memory] [--bandwidth BPS] [--simulate N] [-j] [-o FILE]\n"
+		"       " PROG " pipe --profile FILE --cluster FILE [--pipedream-model] [--no-memory] [--bandwidth BPS] [--simulate N] [PLAN] [-j] [-o FILE]\n"
 		"       " PROG " pipedream --profiles DIR [--bandwidth BPS]\n"
 		"       " PROG " bench --profiles DIR [--out DIR] [--synthetic N]\n"
 		"       " PROG " help\n"
 		"NAME: mercury (default), m-topo, m-etf, m-sct, dp, single, even\n"
-		"FILE for --profile: an h200 *.json or a pipedream *.graph.txt\n");
+		"FILE for --profile: an h200 *.json or a pipedream *.graph.txt\n"
+		"PLAN: [--levels N] [--tag-source mark|priority|dscp] [--shift N] [--mask N]\n"
+		"  --levels N squeezes the tags into 1..N keeping their order (the qdisc's levels)\n");
 }
 
 static int fail(int code, const char *fmt, ...)
@@ -69,7 +75,24 @@ struct opts {
 	const char *profile, *cluster, *algo, *out, *png, *profiles, *outdir;
 	int synthetic, pipedream, nomem, sim, replicas;
 	double bandwidth;
+	struct mp_plan_fmt fmt;
 };
+
+/* C integer syntax (0x.. for masks), lo..hi; the whole string. */
+static int parse_uint(const char *opt, const char *arg, unsigned long lo,
+		      unsigned long hi, unsigned long *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(arg, &end, 0);
+	if (errno || end == arg || *end || arg[0] == '-' || v < lo || v > hi)
+		return fail(2, "--%s: expected an integer %lu..%lu, got '%s'",
+			    opt, lo, hi, arg);
+	*out = v;
+	return 0;
+}
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -88,9 +111,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "bandwidth", required_argument, NULL, 'b' },
 		{ "simulate", required_argument, NULL, 'S' },
 		{ "replicas", required_argument, NULL, 'R' },
+		{ "levels", required_argument, NULL, 'L' },
+		{ "tag-source", required_argument, NULL, 'T' },
+		{ "shift", required_argument, NULL, 'H' },
+		{ "mask", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	unsigned long u;
 	int ch;
 
 	memset(o, 0, sizeof(*o));
@@ -145,6 +173,32 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				o->replicas = (int)v;
 			break;
 		}
+		case 'L':
+			if (parse_uint("levels", optarg, 1, MERCURY_MAX_TAG, &u))
+				return 2;
+			o->fmt.levels = u;
+			break;
+		case 'T':
+			if (!strcmp(optarg, "mark"))
+				o->fmt.tag_source = MERCURY_TAG_MARK;
+			else if (!strcmp(optarg, "priority"))
+				o->fmt.tag_source = MERCURY_TAG_PRIORITY;
+			else if (!strcmp(optarg, "dscp"))
+				o->fmt.tag_source = MERCURY_TAG_DSCP;
+			else
+				return fail(2, "--tag-source: expected mark, priority or dscp, got '%s'",
+					    optarg);
+			break;
+		case 'H':
+			if (parse_uint("shift", optarg, 0, 31, &u))
+				return 2;
+			o->fmt.shift = u;
+			break;
+		case 'K':
+			if (parse_uint("mask", optarg, 1, UINT32_MAX, &u))
+				return 2;
+			o->fmt.mask = u;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -187,6 +241,7 @@ static int solve(const struct mp_graph *g, const struct mp_cluster *c,
 
 static int cmd_place(int argc, char **argv)
 {
+	struct mercury_plan *mp = NULL;
 	struct mp_graph g;
 	struct mp_cluster c;
 	struct mp_plan p;
@@ -205,43 +260,55 @@ static int cmd_place(int argc, char **argv)
 		return ret;
 	place = mp_calloc(g.n, sizeof(int));
 	ret = solve(&g, &c, algo, place, &p, &err);
+	/* squeezed first: the hybrid evaluation sees the written tags */
+	if (!ret && o.fmt.levels) {
+		ret = mp_plan_squeeze(&p, o.fmt.levels, &err);
+		if (ret)
+			mp_plan_free(&p);
+	}
 	if (!ret && o.replicas > 1) {
 		ret = mp_plan_hybrid(&p, o.replicas, o.bandwidth, &err);
+		if (ret)
+			mp_plan_free(&p);
+	}
+	if (!ret) {
+		ret = mp_plan_mercury(&p, &o.fmt, NULL, &mp, &err);
 		if (ret)
 			mp_plan_free(&p);
 	}
 	if (ret) {
 		ret = fail(1, "%s", err.msg);
 	} else {
-		struct json_object *j = mp_plan_json(&p);
-		const char *s = json_object_to_json_string_ext(j,
-					JSON_C_TO_STRING_PRETTY |
-					JSON_C_TO_STRING_SPACED |
-					JSON_C_TO_STRING_NOSLASHESCAPE);
+		struct mercury_plan_info info;
 
+		mercury_plan_get_info(mp, &info, sizeof(info));
 		if (o.out) {
-			FILE *f = fopen(o.out, "w");
-
-			if (!f || fprintf(f, "%s\n", s) < 0 || fclose(f)) {
-				ret = fail(1, "%s: %s", o.out, strerror(errno));
+			if (mercury_plan_save(mp, o.out)) {
+				ret = fail(1, "%s", mercury_last_error());
 			} else if (json_out) {
-				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f}\n",
-				       o.out, p.step_ms, p.lb.lb_ms);
+				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f, \"levels\": %u}\n",
+				       o.out, p.step_ms, p.lb.lb_ms, info.levels);
 			} else {
-				printf("%s: %s on %d devices with %s: step %.3f ms (lower bound %.3f, x%.3f), solved in %.2f ms, %d tagged tensors -> %s\n",
+				printf("%s: %s on %d devices with %s: step %.3f ms (lower bound %.3f, x%.3f), solved in %.2f ms, %d tagged tensors in %u levels -> %s\n",
 				       PROG, g.model, c.d, mp_algo_name(algo),
 				       p.step_ms, p.lb.lb_ms,
 				       p.step_ms / p.lb.lb_ms, p.solve_ms,
-				       p.nprio, o.out);
+				       p.nprio, info.levels, o.out);
 				if (p.replicas > 1)
 					printf("%s: x %d data-parallel replicas at %.4g B/s: iteration %.3f ms with the plan's gradient order, %.3f ms in arrival order\n",
 					       PROG, p.replicas, p.dp_bw_Bps,
 					       p.hybrid_ms, p.hybrid_fifo_ms);
 			}
 		} else {
-			printf("%s\n", s);
+			char *s;
+
+			if (mercury_plan_save_buf(mp, &s, NULL))
+				ret = fail(1, "%s", mercury_last_error());
+			else
+				fputs(s, stdout);
+			free(s);
 		}
-		json_object_put(j);
+		mercury_plan_free(mp);
 		mp_plan_free(&p);
 	}
 	free(place);
@@ -799,32 +866,32 @@ static int cmd_pipe(int argc, char **argv)
 		 * placement's schedule, the pipeline as an extra section.
 		 */
 		int *place = mp_calloc(g.n, sizeof(int));
+		struct mercury_plan *mp = NULL;
 		struct mp_plan pl;
-		FILE *f;
+		int built;
 
 		for (int v = 0; v < g.n; v++)
 			place[v] = p.st[p.stage_of[v]].device0;
 		ret = mp_plan_build(&g, &c, MP_ALGO_MERCURY, place, 0, &pl, &err);
+		built = !ret;
+		if (!ret && o.fmt.levels)
+			ret = mp_plan_squeeze(&pl, o.fmt.levels, &err);
 		if (!ret && o.replicas > 1)
 			ret = mp_plan_hybrid(&pl, o.replicas, o.bandwidth, &err);
-		if (ret) {
-			ret = fail(1, "%s", err.msg);
-		} else {
-			struct json_object *j = mp_plan_json(&pl);
+		if (!ret) {
+			struct json_object *j = pipe_json(&g, &c, &p, &po, sim_ms,
+							  po.pipedream ? 0 : o.sim);
 
-			json_object_object_add(j, "pipeline",
-					       pipe_json(&g, &c, &p, &po, sim_ms,
-							 po.pipedream ? 0 : o.sim));
-			f = fopen(o.out, "w");
-			if (!f || fprintf(f, "%s\n", json_object_to_json_string_ext(j,
-					JSON_C_TO_STRING_PRETTY |
-					JSON_C_TO_STRING_SPACED |
-					JSON_C_TO_STRING_NOSLASHESCAPE)) < 0 ||
-			    fclose(f))
-				ret = fail(1, "%s: %s", o.out, strerror(errno));
+			ret = mp_plan_mercury(&pl, &o.fmt, j, &mp, &err);
 			json_object_put(j);
-			mp_plan_free(&pl);
 		}
+		if (ret)
+			ret = fail(1, "%s", err.msg);
+		else if (mercury_plan_save(mp, o.out))
+			ret = fail(1, "%s", mercury_last_error());
+		mercury_plan_free(mp);
+		if (built)
+			mp_plan_free(&pl);
 		free(place);
 		if (ret) {
 			mp_pipe_free(&p);

@@ -284,8 +284,31 @@ void mp_plan_free(struct mp_plan *p);
  */
 int mp_plan_hybrid(struct mp_plan *p, int replicas, double bandwidth_Bps,
 		   struct mp_err *err);
-/* Returns a new json_object (json-c), owned by the caller. */
-struct json_object *mp_plan_json(const struct mp_plan *p);
+/* How the plan file is written: its levels and the tagger's settings. */
+struct mp_plan_fmt {
+	unsigned int levels;	/* squeeze to 1..levels; 0: one per tensor */
+	int tag_source;		/* enum mercury_tag_source */
+	unsigned int shift;	/* bits */
+	uint32_t mask;		/* 0: the tag source's default */
+};
+
+/*
+ * Squeeze the priorities into 1..levels keeping their order, by
+ * libmercury's rule (so that the hybrid evaluation sees the written tags).
+ */
+int mp_plan_squeeze(struct mp_plan *p, unsigned int levels,
+		    struct mp_err *err);
+/*
+ * The plan as a libmercury plan (the one plan writer is libmercury's):
+ * the priorities through its builder, the solver's own sections (model,
+ * placement, step and lower bound, memory, deadlines, data_parallel and
+ * pipeline if given: a json-c object, still the caller's) as extra keys.
+ */
+struct json_object;
+struct mercury_plan;
+int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
+		    struct json_object *pipeline, struct mercury_plan **out,
+		    struct mp_err *err);
 
 /*
  * Incremental memory accounting for algorithms that place nodes one by one

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include <json.h>
+#include <mercury/mercury.h>
 
 #include "place.h"
 
@@ -381,43 +382,109 @@ static struct json_object *jms(double ms)
 	return json_object_new_double(round(ms * 1e6) / 1e6);
 }
 
-struct json_object *mp_plan_json(const struct mp_plan *p)
+int mp_plan_squeeze(struct mp_plan *p, unsigned int levels,
+		    struct mp_err *err)
+{
+	struct mercury_plan *mp;
+	int ret;
+
+	ret = mercury_plan_new(&mp);
+	for (int i = 0; !ret && i < p->nprio; i++) {
+		struct mercury_plan_entry e = {
+			.tensor = p->prio[i].tensor, .tag = p->prio[i].tag,
+		};
+
+		ret = mercury_plan_add(mp, &e);
+	}
+	if (!ret)
+		ret = mercury_plan_set_levels(mp, levels);
+	for (int i = 0; !ret && i < p->nprio; i++)
+		p->prio[i].tag = mercury_plan_lookup(mp, p->prio[i].tensor);
+	if (ret)
+		mp_set_err(err, ret, "--levels %u: %s", levels,
+			   mercury_last_error());
+	mercury_plan_free(mp);
+	return ret;
+}
+
+/* Hand a json-c section to the plan as an extra key (unless *ret); takes o. */
+static void add_extra(struct mercury_plan *mp, int *ret, const char *key,
+		      struct json_object *o)
+{
+	if (!*ret)
+		*ret = o ? mercury_plan_set_extra(mp, key,
+				json_object_to_json_string_ext(o,
+					JSON_C_TO_STRING_PLAIN |
+					JSON_C_TO_STRING_NOSLASHESCAPE)) :
+			   -ENOMEM;
+	json_object_put(o);
+}
+
+int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
+		    struct json_object *pipeline, struct mercury_plan **out,
+		    struct mp_err *err)
 {
 	const struct mp_graph *g = p->g;
 	const struct mp_cluster *c = p->c;
-	struct json_object *o = json_object_new_object();
-	struct json_object *pl = json_object_new_object();
-	struct json_object *mem = json_object_new_object();
-	struct json_object *lb = json_object_new_object();
-	struct json_object *pr = json_object_new_array();
-	int used = 0;
+	struct mercury_tag_opts to = {
+		.sz = sizeof(to), .source = f->tag_source, .shift = f->shift,
+		.mask = f->mask,
+	};
+	struct json_object *pl, *mem, *lb, *dl;
+	struct mercury_plan *mp;
+	unsigned int top = 0;
+	int used = 0, ret;
 
-	json_object_object_add(o, "model", json_object_new_string(g->model));
-	json_object_object_add(o, "format", json_object_new_string(g->format));
-	json_object_object_add(o, "algorithm",
+	*out = NULL;
+	ret = mercury_plan_new(&mp);
+	for (int i = 0; !ret && i < p->nprio; i++) {
+		const struct mp_prio *q = &p->prio[i];
+		struct mercury_plan_entry e = {
+			.tensor = q->tensor, .tag = q->tag,
+			.bytes = (uint64_t)llround(q->bytes),
+			.src = c->dev[q->src].name, .dst = c->dev[q->dst].name,
+		};
+
+		ret = mercury_plan_add(mp, &e);
+		if (q->tag > (int)top)
+			top = q->tag;
+	}
+	/* --levels squeezes, by the same rule as mp_plan_squeeze() */
+	if (!ret && (f->levels || top))
+		ret = mercury_plan_set_levels(mp, f->levels ? f->levels : top);
+	if (!ret)
+		ret = mercury_plan_set_tag_opts(mp, &to);
+	if (ret)
+		goto fail;
+
+	add_extra(mp, &ret, "model", json_object_new_string(g->model));
+	add_extra(mp, &ret, "format", json_object_new_string(g->format));
+	add_extra(mp, &ret, "algorithm",
 			       json_object_new_string(mp_algo_name(p->algo)));
-	json_object_object_add(o, "solve_ms", jms(p->solve_ms));
-	json_object_object_add(o, "step_time_ms", jms(p->step_ms));
-	json_object_object_add(o, "simulated_step_time_ms", jms(p->sim_ms));
-	json_object_object_add(o, "lower_bound_ms", jms(p->lb.lb_ms));
+	add_extra(mp, &ret, "solve_ms", jms(p->solve_ms));
+	add_extra(mp, &ret, "step_time_ms", jms(p->step_ms));
+	add_extra(mp, &ret, "simulated_step_time_ms", jms(p->sim_ms));
+	add_extra(mp, &ret, "lower_bound_ms", jms(p->lb.lb_ms));
+	lb = json_object_new_object();
 	json_object_object_add(lb, "critical_path_ms", jms(p->lb.cp_ms));
 	json_object_object_add(lb, "work_ms", jms(p->lb.work_ms));
 	json_object_object_add(lb, "memory_ms", jms(p->lb.mem_ms));
 	json_object_object_add(lb, "comm_path_ms", jms(p->lb.comm_ms));
-	json_object_object_add(o, "lower_bound_parts", lb);
-	json_object_object_add(o, "ratio_to_lower_bound",
+	add_extra(mp, &ret, "lower_bound_parts", lb);
+	add_extra(mp, &ret, "ratio_to_lower_bound",
 			       json_object_new_double(round(p->step_ms /
-				       p->lb.lb_ms * 1e4) / 1e4));
+					p->lb.lb_ms * 1e4) / 1e4));
 	for (int d = 0; d < c->d; d++)
 		if (p->mem[d] > 0)
 			used++;
-	json_object_object_add(o, "devices_used", json_object_new_int(used));
-	json_object_object_add(o, "nodes", json_object_new_int(g->n));
+	add_extra(mp, &ret, "devices_used", json_object_new_int(used));
+	add_extra(mp, &ret, "nodes", json_object_new_int(g->n));
+	pl = json_object_new_object();
 	for (int m = 0; m < g->nm; m++)
 		json_object_object_add(pl, g->members[m].name,
 				       json_object_new_string(
 					       c->dev[p->place[g->members[m].node]].name));
-	json_object_object_add(o, "placement", pl);
+	add_extra(mp, &ret, "placement", pl);
 	if (p->replicas > 1) {
 		struct json_object *h = json_object_new_object();
 		struct json_object *xb = json_object_new_object();
@@ -433,26 +500,27 @@ struct json_object *mp_plan_json(const struct mp_plan *p)
 			json_object_object_add(xb, c->dev[d].name,
 					       jbytes(p->xchg_bytes[d]));
 		json_object_object_add(h, "exchange_bytes", xb);
-		json_object_object_add(o, "data_parallel", h);
+		add_extra(mp, &ret, "data_parallel", h);
 	}
+	mem = json_object_new_object();
 	for (int d = 0; d < c->d; d++)
 		json_object_object_add(mem, c->dev[d].name, jbytes(p->mem[d]));
-	json_object_object_add(o, "memory_bytes", mem);
-	for (int i = 0; i < p->nprio; i++) {
-		const struct mp_prio *q = &p->prio[i];
-		struct json_object *e = json_object_new_object();
-
-		json_object_object_add(e, "tensor",
-				       json_object_new_string(q->tensor));
-		json_object_object_add(e, "tag", json_object_new_int(q->tag));
-		json_object_object_add(e, "bytes", jbytes(q->bytes));
-		json_object_object_add(e, "src",
-				       json_object_new_string(c->dev[q->src].name));
-		json_object_object_add(e, "dst",
-				       json_object_new_string(c->dev[q->dst].name));
-		json_object_object_add(e, "deadline_ms", jms(q->deadline_ms));
-		json_object_array_add(pr, e);
-	}
-	json_object_object_add(o, "priorities", pr);
-	return o;
+	add_extra(mp, &ret, "memory_bytes", mem);
+	if (pipeline)
+		add_extra(mp, &ret, "pipeline", json_object_get(pipeline));
+	/* when each tensor is needed, in the priorities' order */
+	dl = json_object_new_object();
+	for (int i = 0; i < p->nprio; i++)
+		json_object_object_add(dl, p->prio[i].tensor,
+				       jms(p->prio[i].deadline_ms));
+	add_extra(mp, &ret, "deadline_ms", dl);
+	if (ret)
+		goto fail;
+	*out = mp;
+	return 0;
+fail:
+	mp_set_err(err, ret, "%s%s", mercury_last_error(),
+		   ret == -ERANGE ? " (--levels)" : "");
+	mercury_plan_free(mp);
+	return ret;
 }

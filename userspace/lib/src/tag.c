@@ -31,7 +31,6 @@
 
 /* DSCP is the TOS/TCLASS byte without its two ECN bits. */
 #define DSCP_SHIFT	2
-#define DSCP_MASK	0x3fu
 
 struct mercury_tagger {
 	uint64_t *cache;		/* per fd, see CACHE_VALID */
@@ -132,10 +131,10 @@ MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
 		return mercury_err(EINVAL, "tagger: unknown tag source %d",
 				   source);
 	if (!mask)
-		mask = source == MERCURY_TAG_DSCP ? DSCP_MASK :
+		mask = source == MERCURY_TAG_DSCP ? MERCURY_DSCP_MASK :
 			MERCURY_DEFAULT_MASK;
 	if (source == MERCURY_TAG_DSCP) {
-		if (shift > 5 || ((uint64_t)mask << shift) > DSCP_MASK)
+		if (shift > 5 || ((uint64_t)mask << shift) > MERCURY_DSCP_MASK)
 			return mercury_err(EINVAL,
 					   "tagger: mask 0x%x << shift %u does not fit the 6 DSCP bits",
 					   mask, shift);

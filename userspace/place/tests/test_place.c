@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 #include <json.h>
+#include <mercury/mercury.h>
 
 #include "place.h"
 
@@ -1236,6 +1237,203 @@ static void test_cli(void **state)
 	free(out);
 }
 
+/*
+ * The plan file is libmercury's: --levels 8 output loads there within a
+ * limit of 8 in the unsqueezed plan's order, records its tag settings,
+ * and keeps the solver's sections; bad plan options are refused.
+ */
+static void test_cli_plan_format(void **state)
+{
+	MERCURY_OPTS(mercury_plan_load_opts, lo, .levels = 8);
+	char full[] = "/tmp/mp-full-XXXXXX", sq[] = "/tmp/mp-sq-XXXXXX";
+	char cmd[8192], prof[4096], *out = mp_calloc(1 << 22, 1);
+	struct mercury_plan *pf, *p8;
+	struct mercury_plan_entry e, f;
+	struct mercury_plan_info info;
+	struct json_object *j;
+	size_t n;
+	int fd;
+
+	(void)state;
+	assert_true(have_profiles());
+	snprintf(prof, sizeof(prof), "%s", profile("h200/resnet50.json"));
+	fd = mkstemp(full);
+	assert_true(fd >= 0);
+	close(fd);
+	fd = mkstemp(sq);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -p %s -c clusters/h100x4.json -o %s", prof,
+		 full);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -p %s -c clusters/h100x4.json --levels 8 --tag-source priority --shift 4 --mask 0xff -o %s",
+		 prof, sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	assert_non_null(strstr(out, "161 tagged tensors in 8 levels"));
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -j -p %s -c clusters/h100x4.json --levels 8 -o %s",
+		 prof, sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	assert_non_null(strstr(out, "\"levels\": 8}"));
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -p %s -c clusters/h100x4.json --levels 8 --tag-source priority --shift 4 --mask 0xff -o %s",
+		 prof, sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+
+	/* the full plan is wider than 8 levels: refused, with the way out */
+	assert_int_equal(mercury_plan_load_opts(full, &lo, &pf), -ERANGE);
+	assert_non_null(strstr(mercury_last_error(), "--levels 8"));
+	assert_int_equal(mercury_plan_load(full, &pf), 0);
+	assert_int_equal(mercury_plan_get_info(pf, &info, sizeof(info)), 0);
+	assert_int_equal(info.format, MERCURY_PLAN_FORMAT);
+	n = mercury_plan_size(pf);
+	assert_int_equal(n, 161);
+	assert_int_equal(info.levels, 161);
+	assert_int_equal(info.source, MERCURY_TAG_MARK);
+
+	assert_int_equal(mercury_plan_load_opts(sq, &lo, &p8), 0);
+	assert_int_equal(mercury_plan_get_info(p8, &info, sizeof(info)), 0);
+	assert_int_equal(info.max_tag, 8);
+	assert_int_equal(info.levels, 8);
+	assert_int_equal(info.source, MERCURY_TAG_PRIORITY);
+	assert_int_equal(info.shift, 4);
+	assert_int_equal(info.mask, 0xff);
+	assert_int_equal(mercury_plan_size(p8), n);
+	/* same tensors in the same order, tags squeezed by the rank rule */
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(mercury_plan_entry(pf, i, &e), 0);
+		assert_int_equal(mercury_plan_entry(p8, i, &f), 0);
+		assert_string_equal(e.tensor, f.tensor);
+		assert_int_equal(e.bytes, f.bytes);
+		assert_int_equal(f.tag, 1 + (e.tag - 1) * 8 / 161);
+	}
+	mercury_plan_free(pf);
+	mercury_plan_free(p8);
+	/* the solver's sections survive as extra keys */
+	j = json_object_from_file(sq);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "placement", NULL));
+	assert_true(json_object_object_get_ex(j, "lower_bound_parts", NULL));
+	assert_true(json_object_object_get_ex(j, "deadline_ms", NULL));
+	json_object_put(j);
+
+	/* stdout carries the same format */
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -p %s -c clusters/h100x4.json --levels 6",
+		 prof);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	assert_int_equal(mercury_plan_load_buf(out, strlen(out), &p8), 0);
+	assert_int_equal(mercury_plan_max_tag(p8), 6);
+	mercury_plan_free(p8);
+
+	/* pipe -o: the same writer and options */
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place pipe -p %s -c clusters/h100x4.json --levels 4 -o %s",
+		 profile("h200/gpt2.json"), sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	lo.levels = 4;
+	assert_int_equal(mercury_plan_load_opts(sq, &lo, &p8), 0);
+	assert_int_equal(mercury_plan_max_tag(p8), 4);
+	mercury_plan_free(p8);
+	j = json_object_from_file(sq);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "pipeline", NULL));
+	json_object_put(j);
+
+	/* 161 tags do not fit DSCP's 6 bits: bad data, with the way out */
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -j -p %s -c clusters/h100x4.json --tag-source dscp -o %s",
+		 prof, sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 1);
+	assert_non_null(strstr(out, "161 levels do not fit mask 0x3f"));
+	snprintf(cmd, sizeof(cmd),
+		 "./mercury-place -p %s -c clusters/h100x4.json --tag-source dscp --levels 8 -o %s",
+		 prof, sq);
+	assert_int_equal(run(cmd, out, 1 << 22), 0);
+	assert_int_equal(mercury_plan_load(sq, &p8), 0);
+	assert_int_equal(mercury_plan_get_info(p8, &info, sizeof(info)), 0);
+	assert_int_equal(info.source, 2);	/* dscp */
+	assert_int_equal(info.mask, 0x3f);
+	mercury_plan_free(p8);
+	/* usage errors */
+	{
+		static const char *const bad[] = {
+			"--levels 0", "--levels 65536", "--levels 8x",
+			"--levels -1", "--tag-source tos", "--shift 32",
+			"--mask 0",
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			snprintf(cmd, sizeof(cmd),
+				 "./mercury-place -p %s -c clusters/h100x4.json %s 2>&1",
+				 prof, bad[i]);
+			if (run(cmd, out, 1 << 22) != 2 || !strstr(out, "--"))
+				fail_msg("%s: not a usage error: %s", bad[i], out);
+		}
+	}
+	unlink(full);
+	unlink(sq);
+	free(out);
+}
+
+/*
+ * Gradient bytes follow the profile's dtype (grad_dtype, or an entry's
+ * dtype), fp32 without one, by the same table as libmercury's default
+ * plan; an unknown dtype is an error.
+ */
+static void test_dtype_bytes(void **state)
+{
+	char tmp[] = "/tmp/mp-dtype-XXXXXX";
+	struct json_object *root, *grads, *first;
+	struct mercury_plan *mp;
+	struct mp_graph g;
+	struct mp_err err;
+	int fd;
+
+	(void)state;
+	assert_true(have_profiles());
+	root = json_object_from_file(profile("h200/resnet50.json"));
+	assert_non_null(root);
+	json_object_object_add(root, "grad_dtype",
+			       json_object_new_string("bfloat16"));
+	assert_true(json_object_object_get_ex(root, "grad_ready", &grads));
+	first = json_object_array_get_idx(grads, 0);
+	json_object_object_add(first, "dtype",
+			       json_object_new_string("torch.float32"));
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(json_object_to_file(tmp, root), 0);
+	assert_int_equal(mp_graph_load(tmp, &g, &err), 0);
+	assert_int_equal(mercury_plan_from_profile(tmp, NULL, &mp), 0);
+	for (int i = 0; i < g.np; i++) {
+		struct json_object *o = json_object_array_get_idx(grads, i), *v;
+		struct mercury_plan_entry e;
+		size_t k;
+
+		json_object_object_get_ex(o, "numel", &v);
+		assert_float_equal(g.params[i].bytes,
+				   (i ? 2.0 : 4.0) * json_object_get_int64(v), 0);
+		for (k = 0; k < mercury_plan_size(mp); k++) {
+			mercury_plan_entry(mp, k, &e);
+			if (!strcmp(e.tensor, g.params[i].name))
+				break;
+		}
+		assert_true(k < mercury_plan_size(mp));
+		assert_int_equal(e.bytes, (uint64_t)g.params[i].bytes);
+	}
+	mercury_plan_free(mp);
+	mp_graph_free(&g);
+	json_object_object_add(first, "dtype", json_object_new_string("fp4"));
+	assert_int_equal(json_object_to_file(tmp, root), 0);
+	assert_int_equal(mp_graph_load(tmp, &g, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "grad_ready[0] (fc.weight): dtype \"fp4\" unknown"));
+	unlink(tmp);
+	json_object_put(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1260,6 +1458,8 @@ int main(void)
 		cmocka_unit_test(test_priorities_execution_order),
 		cmocka_unit_test(test_hybrid),
 		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_cli_plan_format),
+		cmocka_unit_test(test_dtype_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -93,6 +93,17 @@ class _PlanOpts(_c.Structure):
                 ("levels", _c.c_uint)]
 
 
+class _PlanLoadOpts(_c.Structure):
+    _fields_ = [("sz", _c.c_size_t), ("levels", _c.c_uint),
+                ("squeeze", _c.c_bool)]
+
+
+class _PlanInfo(_c.Structure):
+    _fields_ = [("format", _c.c_uint), ("levels", _c.c_uint),
+                ("max_tag", _c.c_uint), ("source", _c.c_int),
+                ("shift", _c.c_uint), ("mask", _c.c_uint32)]
+
+
 class _Frame(_c.Structure):
     _fields_ = [("tensor_id", _c.c_uint32), ("tag", _c.c_uint16),
                 ("total_len", _c.c_uint64), ("offset", _c.c_uint64),
@@ -148,6 +159,18 @@ _protos = {
     "mercury_tagger_get_stats": (_c.c_int, [_P, _c.POINTER(_TaggerStats),
                                             _c.c_size_t]),
     "mercury_plan_load": (_c.c_int, [_c.c_char_p, _c.POINTER(_P)]),
+    "mercury_plan_load_opts": (_c.c_int, [_c.c_char_p,
+                                          _c.POINTER(_PlanLoadOpts),
+                                          _c.POINTER(_P)]),
+    "mercury_plan_load_buf_opts": (_c.c_int, [_c.c_char_p, _c.c_size_t,
+                                              _c.POINTER(_PlanLoadOpts),
+                                              _c.POINTER(_P)]),
+    "mercury_plan_new": (_c.c_int, [_c.POINTER(_P)]),
+    "mercury_plan_add": (_c.c_int, [_P, _c.POINTER(_PlanEntry)]),
+    "mercury_plan_set_levels": (_c.c_int, [_P, _c.c_uint]),
+    "mercury_plan_set_tag_opts": (_c.c_int, [_P, _c.POINTER(_TagOpts)]),
+    "mercury_plan_get_info": (_c.c_int, [_P, _c.POINTER(_PlanInfo),
+                                         _c.c_size_t]),
     "mercury_plan_load_buf": (_c.c_int, [_c.c_char_p, _c.c_size_t,
                                          _c.POINTER(_P)]),
     "mercury_plan_from_profile": (_c.c_int, [_c.c_char_p,
@@ -225,13 +248,15 @@ def _fd(sock):
     return sock if isinstance(sock, int) else sock.fileno()
 
 
+# enum mercury_tag_source by value, as tools and plan files name it
+_SOURCE_NAMES = ("mark", "priority", "dscp")
+
+
 def _source(source):
-    if source in ("mark", TAG_MARK):
-        return TAG_MARK
-    if source in ("priority", TAG_PRIORITY):
-        return TAG_PRIORITY
-    if source in ("dscp", TAG_DSCP):
-        return TAG_DSCP
+    if source in _SOURCE_NAMES:
+        return _SOURCE_NAMES.index(source)
+    if source in (TAG_MARK, TAG_PRIORITY, TAG_DSCP):
+        return source
     raise ValueError("source must be 'mark', 'priority' or 'dscp', not %r"
                      % (source,))
 
@@ -301,6 +326,8 @@ class Tagger:
         return {"calls": s.calls, "syscalls": s.syscalls}
 
 
+
+
 class Plan:
     """Tensor name -> tag (1 = most urgent), O(1) lookups."""
 
@@ -308,17 +335,57 @@ class Plan:
         self._p = handle
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, levels=0, squeeze=False):
+        """A plan file (any format libmercury reads). levels=N: at most N
+        levels, a wider plan raises MercuryError(ERANGE) unless
+        squeeze=True squeezes it into 1..N keeping the order (use the
+        qdisc's levels, or the connections of a ChannelSet)."""
+        o = _opts(_PlanLoadOpts, levels=levels, squeeze=squeeze)
         p = _P()
-        _check(_lib.mercury_plan_load(os.fsencode(path), _c.byref(p)))
+        _check(_lib.mercury_plan_load_opts(os.fsencode(path), _c.byref(o),
+                                           _c.byref(p)))
         return cls(p)
 
     @classmethod
-    def loads(cls, text):
+    def loads(cls, text, levels=0, squeeze=False):
         b = text.encode() if isinstance(text, str) else bytes(text)
+        o = _opts(_PlanLoadOpts, levels=levels, squeeze=squeeze)
         p = _P()
-        _check(_lib.mercury_plan_load_buf(b, len(b), _c.byref(p)))
+        _check(_lib.mercury_plan_load_buf_opts(b, len(b), _c.byref(o),
+                                               _c.byref(p)))
         return cls(p)
+
+    @classmethod
+    def build(cls, entries, levels=0, source="mark", shift=0, mask=0):
+        """A plan from (tensor, tag[, bytes[, src[, dst]]]) tuples in
+        order; levels=N squeezes it into 1..N. Save it with save()."""
+        p = _P()
+        _check(_lib.mercury_plan_new(_c.byref(p)))
+        plan = cls(p)
+        for t in entries:
+            t = tuple(t) + (0, "", "")[len(t) - 2:]
+            e = _PlanEntry(tensor=t[0].encode(), tag=t[1], bytes=t[2],
+                           src=t[3].encode(), dst=t[4].encode())
+            _check(_lib.mercury_plan_add(p, _c.byref(e)))
+        o = _opts(_TagOpts, source=_source(source),
+                  shift=shift, mask=mask)
+        _check(_lib.mercury_plan_set_tag_opts(p, _c.byref(o)))
+        if levels:
+            _check(_lib.mercury_plan_set_levels(p, levels))
+        return plan
+
+    @property
+    def info(self):
+        """format, levels, max_tag and the tag settings the plan records
+        (format 0 plans: the tagger's defaults)."""
+        i = _PlanInfo()
+        _check(_lib.mercury_plan_get_info(self._p, _c.byref(i),
+                                          _c.sizeof(i)))
+        return {"format": i.format, "levels": i.levels,
+                "max_tag": i.max_tag,
+                "tag_source": _SOURCE_NAMES[i.source]
+                if 0 <= i.source < len(_SOURCE_NAMES) else i.source,
+                "shift": i.shift, "mask": i.mask}
 
     @classmethod
     def from_profile(cls, path, per_module=False, levels=0):

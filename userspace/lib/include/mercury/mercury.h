@@ -91,6 +91,7 @@ enum mercury_tag_source {
 };
 
 #define MERCURY_DEFAULT_MASK	0xffffu
+#define MERCURY_DSCP_MASK	0x3fu	/* the six DSCP bits */
 
 struct mercury_tag_opts {
 	size_t sz;			/* sizeof(struct mercury_tag_opts) */
@@ -190,23 +191,104 @@ struct mercury_plan_opts {
 };
 #define mercury_plan_opts__last_field levels
 
-/* Load the solver's plan JSON ({"priorities": [{"tensor", "tag", ...}]}). */
+/*
+ * The plan file (Documentation/tagger.md, "Plan format"): an object with
+ * "mercury_plan": MERCURY_PLAN_FORMAT, "levels" (every tag is in
+ * 1..levels), "tag_source" ("mark" | "priority" | "dscp"), "shift",
+ * "mask" and "priorities": [{"tensor", "tag", "bytes", "src", "dst"}].
+ * Other top-level keys are kept as they are and saved again. A file
+ * without "mercury_plan" is format 0 (solver plans before 0.2): it loads
+ * with levels = its highest tag and the tagger's defaults; a format this
+ * version does not know is -EPROTONOSUPPORT.
+ */
+#define MERCURY_PLAN_FORMAT	1
+
+struct mercury_plan_load_opts {
+	size_t sz;
+	/*
+	 * If non-zero, the most levels the caller can use (the qdisc's
+	 * levels, the connections of a channel set): a plan with a tag above
+	 * it is -ERANGE with a message, unless squeeze is set.
+	 */
+	unsigned int levels;
+	/* Squeeze such a plan into 1..levels (the mercury_plan_opts rule). */
+	bool squeeze;
+	size_t :0;
+};
+#define mercury_plan_load_opts__last_field squeeze
+
+/* opts may be NULL: no limit. */
+MERCURY_API int mercury_plan_load_opts(const char *path,
+				       const struct mercury_plan_load_opts *opts,
+				       struct mercury_plan **out);
+MERCURY_API int mercury_plan_load_buf_opts(const char *json, size_t len,
+					   const struct mercury_plan_load_opts *opts,
+					   struct mercury_plan **out);
+/* The same with no options. */
 MERCURY_API int mercury_plan_load(const char *path, struct mercury_plan **out);
 MERCURY_API int mercury_plan_load_buf(const char *json, size_t len,
 				      struct mercury_plan **out);
 /*
  * Default plan from an h200 profile (profiles/h200/<model>.json in the source tree):
  * the module that runs first in the forward pass is the most urgent.
+ * Bytes are numel times the size of the entry's "dtype" (or the profile's
+ * "grad_dtype"); 4 (fp32) when neither is given.
  */
 MERCURY_API int mercury_plan_from_profile(const char *path,
 					  const struct mercury_plan_opts *opts,
 					  struct mercury_plan **out);
 MERCURY_API void mercury_plan_free(struct mercury_plan *p);
-/* Write p as plan JSON (the solver's schema). */
+
+/*
+ * The builder: an empty plan (format MERCURY_PLAN_FORMAT, tag source mark,
+ * shift 0, mask 0xffff), filled in order by mercury_plan_add() (e->src and
+ * e->dst may be NULL; a name added twice is -EEXIST).
+ */
+MERCURY_API int mercury_plan_new(struct mercury_plan **out);
+MERCURY_API int mercury_plan_add(struct mercury_plan *p,
+				 const struct mercury_plan_entry *e);
+/*
+ * Record levels; if tags go above it, squeeze them into 1..levels keeping
+ * their order. Tags added later must be <= levels. -ERANGE if levels does
+ * not fit the plan's mask.
+ */
+MERCURY_API int mercury_plan_set_levels(struct mercury_plan *p,
+					unsigned int levels);
+/* Record the tagger settings the plan is meant for (opts NULL: defaults). */
+MERCURY_API int mercury_plan_set_tag_opts(struct mercury_plan *p,
+					  const struct mercury_tag_opts *opts);
+/*
+ * A top-level section of the caller's own (e.g. the solver's "placement"),
+ * given as JSON text, saved with the plan; json == NULL removes it. The
+ * format's keys are -EINVAL.
+ */
+MERCURY_API int mercury_plan_set_extra(struct mercury_plan *p, const char *key,
+				       const char *json);
+/* Write p as a plan file of the current format. */
 MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 				  const char *path);
+/* The same text in a malloc()ed, NUL-terminated buffer (*len without NUL). */
+MERCURY_API int mercury_plan_save_buf(const struct mercury_plan *p,
+				      char **json, size_t *len);
 
-/* Tag of tensor (>= 1) in O(1); -ENOENT if the plan does not name it. */
+struct mercury_plan_info {
+	unsigned int format;		/* as read: 0 = no "mercury_plan" key */
+	unsigned int levels;		/* every tag is in 1..levels */
+	unsigned int max_tag;		/* highest tag used */
+	enum mercury_tag_source source;	/* format 0: the defaults */
+	unsigned int shift;
+	uint32_t mask;
+};
+MERCURY_API int mercury_plan_get_info(const struct mercury_plan *p,
+				      struct mercury_plan_info *info, size_t sz);
+
+/* Bytes per element of a torch dtype name ("float32", "torch.bfloat16"). */
+MERCURY_API int mercury_dtype_size(const char *dtype);
+
+/*
+ * Tag of tensor (>= 1) in O(1); -ENOENT if the plan does not name it
+ * (mercury_last_error() names the tensor; not logged).
+ */
 MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
 				    const char *tensor);
 MERCURY_API size_t mercury_plan_size(const struct mercury_plan *p);
