@@ -176,3 +176,15 @@ teardown_qdisc() { tcs qdisc del dev veth0 root 2>/dev/null; true; }
 drained_with() {
 	wait_backlog_zero "$1" "$2" && [ "$(qdisc_stat "$1" "$2" packets)" = "$3" ]
 }
+
+# skb_objects: skbs allocated now (skbuff_head_cache + skbuff_fclone_cache
+# active objects, TCP's clones included), after SLUB flushed its per-CPU
+# slabs: without the flush, the free objects those slabs hold count as
+# active and the number wanders by a few slabs' worth.
+skb_objects() {
+	local c
+	for c in skbuff_head_cache skbuff_fclone_cache; do
+		echo 1 > /sys/kernel/slab/$c/shrink 2>/dev/null
+	done
+	awk '$1 == "skbuff_head_cache" || $1 == "skbuff_fclone_cache" { s += $2 } END { print s + 0 }' /proc/slabinfo
+}
