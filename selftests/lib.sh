@@ -177,14 +177,18 @@ drained_with() {
 	wait_backlog_zero "$1" "$2" && [ "$(qdisc_stat "$1" "$2" packets)" = "$3" ]
 }
 
-# skb_objects: skbs allocated now (skbuff_head_cache + skbuff_fclone_cache
-# active objects, TCP's clones included), after SLUB flushed its per-CPU
-# slabs: without the flush, the free objects those slabs hold count as
-# active and the number wanders by a few slabs' worth.
+# skb_objects: skbs allocated now (skbuff_head_cache active objects, plus
+# skbuff_fclone_cache's, TCP's clones, where SLUB keeps it apart: the debug
+# kernel boots with slab_nomerge), after SLUB flushed its per-CPU slabs:
+# without the flush, the free objects those slabs hold count as active and
+# the number wanders by a few slabs' worth. Prints nothing and fails when
+# /proc/slabinfo has no skbuff_head_cache.
 skb_objects() {
 	local c
 	for c in skbuff_head_cache skbuff_fclone_cache; do
 		echo 1 > /sys/kernel/slab/$c/shrink 2>/dev/null
 	done
-	awk '$1 == "skbuff_head_cache" || $1 == "skbuff_fclone_cache" { s += $2 } END { print s + 0 }' /proc/slabinfo
+	awk '$1 == "skbuff_head_cache" { h = 1 }
+	     $1 == "skbuff_head_cache" || $1 == "skbuff_fclone_cache" { s += $2 }
+	     END { if (h) print s; exit !h }' /proc/slabinfo
 }

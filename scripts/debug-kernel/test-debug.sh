@@ -7,15 +7,16 @@
 #     build/debug-module/ (the tree's own sch_mercury.ko, built for
 #     Debian's kernel, stays as it is);
 #  3. boot it with scripts/vm-run.sh -k, run every guest selftest but the
-#     package install test, then the long fuzz runs (100000 random option
-#     sets, 1000 random operation sequences), scan kmemleak twice, and fail
-#     on any kernel report.
+#     package install test, the fuzzers among them at full size (100000
+#     random option sets, 1000 random operation sequences), scan kmemleak
+#     twice, and fail on any kernel report.
 #
 #   scripts/debug-kernel/test-debug.sh [SCRIPT...]
 #
 # With SCRIPTs, only those run (e.g. one selftest while debugging it).
-# FUZZ_SETS and FUZZ_SEQS change the fuzz sizes; VM_TIMEOUT the time
-# allowed to the whole guest run (seconds).
+# FUZZ_SETS and FUZZ_SEQS change the fuzz sizes, VM_TIMEOUT the time
+# allowed to the whole guest run (seconds), VM_OUT the results directory
+# (out/vm-debug).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
@@ -46,7 +47,6 @@ if [ $# -gt 0 ]; then
 	scripts=("$@")
 else
 	mapfile -t scripts < <(ls selftests/mercury_*.sh | grep -v mercury_install.sh)
-	scripts+=(selftests/fuzz/nlfuzz_long.sh selftests/fuzz/opfuzz_long.sh)
 fi
 sets=${FUZZ_SETS:-100000}
 seqs=${FUZZ_SEQS:-1000}
@@ -54,7 +54,7 @@ seqs=${FUZZ_SEQS:-1000}
 # init, and vm-guest.sh, as environment variables.
 VM_APPEND="${VM_APPEND:-} MERCURY_TEST_TIMEOUT=${MERCURY_TEST_TIMEOUT:-14400} FUZZ_SETS=$sets FUZZ_SEQS=$seqs" \
 	scripts/vm-run.sh -t "${VM_TIMEOUT:-28800}" -k "$kdir" -K "$mod/sch_mercury.ko" \
-	-o "$top/out/vm-debug" "${scripts[@]}"
+	-o "${VM_OUT:-$top/out/vm-debug}" "${scripts[@]}"
 rc=$?
-echo "test-debug: $([ $rc = 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start))s (results in out/vm-debug)"
+echo "test-debug: $([ $rc = 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start))s (results in ${VM_OUT:-out/vm-debug})"
 exit $rc

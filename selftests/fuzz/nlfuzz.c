@@ -155,11 +155,13 @@ static void nlf_mark(struct nlf_opts *o, enum nlf_verdict v)
 		o->verdict = v;
 }
 
-/* One random attribute into @o, updating the model. */
-static void nlf_one_attr(struct nlf_opts *o)
+/* One random attribute into @o, updating the model; @clean: a
+ * well-formed one with a value in range.
+ */
+static void nlf_one_attr(struct nlf_opts *o, bool clean)
 {
 	uint8_t junk[64];
-	unsigned int kind = fuzz_below(100), i;
+	unsigned int kind = clean ? 0 : fuzz_below(100), i;
 	uint16_t type = 1 + fuzz_below(TCA_MERCURY_MAX);
 	const struct nlf_attr_def *d = &nlf_defs[type];
 	uint32_t v;
@@ -168,7 +170,9 @@ static void nlf_one_attr(struct nlf_opts *o)
 		junk[i] = fuzz_next();
 
 	if (kind < 70) {		/* well-formed known attribute */
-		v = nlf_pick_value(d);
+		do {
+			v = nlf_pick_value(d);
+		} while (clean && (v < d->min || v > d->max));
 		if (nlf_put(o, type, &v, d->width) == SIZE_MAX)
 			return;
 		if (v < d->min || v > d->max)
@@ -225,6 +229,10 @@ static void nlf_one_attr(struct nlf_opts *o)
 static void nlf_gen(struct nlf_opts *o)
 {
 	unsigned int n, i, mode;
+	/* half the sets are well-formed and in range, so that accepted
+	 * changes (and the cross-option rules) get their share
+	 */
+	bool clean = fuzz_below(2);
 
 	memset(o, 0, offsetof(struct nlf_opts, verdict));
 	o->verdict = NLF_VALID;
@@ -233,15 +241,15 @@ static void nlf_gen(struct nlf_opts *o)
 		o->omit = true;
 		return;
 	}
-	if (!fuzz_below(60)) {
+	if (!clean && !fuzz_below(60)) {
 		o->no_nested_flag = true;
 		nlf_mark(o, NLF_INVALID);
 	}
 	n = fuzz_below(4) ? fuzz_below(5) : fuzz_below(16);
 	for (i = 0; i < n; i++)
-		nlf_one_attr(o);
+		nlf_one_attr(o, clean);
 
-	mode = fuzz_below(100);
+	mode = clean ? 14 + fuzz_below(86) : fuzz_below(100);
 	if (mode < 6 && o->len > 0) {		/* truncated: cut inside */
 		size_t cut = fuzz_below(o->len);
 		size_t off = 0;

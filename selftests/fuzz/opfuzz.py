@@ -337,11 +337,15 @@ class Fuzz:
             except OSError:
                 pass
         total = 0
+        found = False
         with open("/proc/slabinfo") as f:
             for line in f:
                 w = line.split()
                 if w and w[0] in ("skbuff_head_cache", "skbuff_fclone_cache"):
                     total += int(w[1])
+                    found = found or w[0] == "skbuff_head_cache"
+        if not found:
+            raise Failure("no skbuff_head_cache in /proc/slabinfo")
         return total
 
     # ---- one sequence --------------------------------------------------------
@@ -383,7 +387,11 @@ def main():
     ap.add_argument("--skb-slack", type=int, default=64)
     a = ap.parse_args()
     f = Fuzz(a)
-    base = f.skb_objects()
+    try:
+        base = f.skb_objects()
+    except Failure as e:
+        print("# opfuzz: %s" % e)
+        return 1
     print("# opfuzz: seed %d, %d sequences, skb objects at start %d" % (a.seed, a.seqs, base))
     counts = {}
     t0 = time.time()
