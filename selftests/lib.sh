@@ -192,3 +192,12 @@ skb_objects() {
 	     $1 == "skbuff_head_cache" || $1 == "skbuff_fclone_cache" { s += $2 }
 	     END { if (h) print s; exit !h }' /proc/slabinfo
 }
+
+# pin_reverse_neigh: the receiver's permanent neighbour entry for the
+# sender too, so that no ARP reply (an untagged packet) enters the queue
+# under test: runs of minutes outlive the entry the receiver learnt.
+pin_reverse_neigh() {
+	$IP -n $NS_R neigh replace $ADDR_S lladdr \
+		"$($IP -n $NS_S -j link show veth0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')" \
+		dev veth1 nud permanent
+}

@@ -33,15 +33,15 @@ stop_traffic() {
 trap 'stop_traffic; cleanup_pair' EXIT
 [ -x $FZ/mercury-nlfuzz ] && [ -x $FZ/mercury-blast ] ||
 	{ echo "not ok 1 selftests/fuzz not built (make -C selftests/fuzz)"; exit 1; }
-setup_pair || { echo "not ok 1 setup"; exit 1; }
+setup_pair && pin_reverse_neigh || { echo "not ok 1 setup"; exit 1; }
 log "seed $seed, $sets sets"
 skb_before=$(skb_objects)
 
 $IP netns exec $NS_R $FZ/mercury-blast sink -p 9000 > /tmp/fuzz-nl-sink.log &
 SINK_PID=$!
 sleep 0.5
-$IP netns exec $NS_S $FZ/mercury-blast send -a $ADDR_R -p 9000 -T 4 -U 4 \
-	-g 0,1,2,7,100,1024,65536 -r 2000 -l 600 > /tmp/fuzz-nl-send.log &
+$IP netns exec $NS_S $FZ/mercury-blast send -a $ADDR_R -p 9000 -T 4 -b 50000 -U 4 \
+	-g 0,1,2,7,100,1024,65536 -r 500 -l 600 > /tmp/fuzz-nl-send.log &
 SEND_PID=$!
 
 half=$((sets / 2))
@@ -59,7 +59,10 @@ sed 's/^/# /' /tmp/fuzz-nl-send.log /tmp/fuzz-nl-sink.log
 ktap_check "queue drained after the fuzzing" wait_backlog_zero veth0 10:
 sleep 1		# the last TCP resets and the answers to them
 wait_backlog_zero veth0 10:
-tcs qdisc change dev veth0 parent 1:1 handle 10: mercury levels 128 limit 1000 bypass off
+# every option: the fuzzing may have left any of them anywhere in range
+tcs qdisc change dev veth0 parent 1:1 handle 10: mercury levels 128 tag mark shift 0 \
+	mask 0xffff untagged first untagged_share 0 flows 1024 limit 1000 \
+	memory_limit 33554432 quantum 3028 flow_order on bypass off
 p0=$(qdisc_stat veth0 10: packets)
 d0=$(qdisc_stat veth0 10: drops)
 $IP netns exec $NS_R $FZ/mercury-blast sink -p 9100 -c 300 -t 60 > /tmp/fuzz-nl-probe.log &

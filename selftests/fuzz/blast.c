@@ -7,12 +7,13 @@
  *   mercury-blast sink -p PORT [-t SECONDS] [-c COUNT]
  *   mercury-blast send -a ADDR -p PORT [-T TCP] [-U UDP] [-g TAGS] [-S SHIFT]
  *                      [-r PPS] [-l BYTES] [-t SECONDS] [-c COUNT]
- *                      [-i SECONDS] [-s SEED]
+ *                      [-b BYTES/S] [-i SECONDS] [-s SEED]
  *
  * sink: accepts TCP connections and reads them, counts UDP datagrams, all
  * on PORT, until SIGTERM, SECONDS or COUNT datagrams.
  * send: TCP flows (connected to ADDR:PORT, written to whenever they can
- * take more, reconnected when the kernel resets them) and UDP flows (one
+ * take more, each paced to -b bytes per second if given, reconnected when
+ * the kernel resets them) and UDP flows (one
  * socket each, together PPS datagrams per second of BYTES, 0: as fast as
  * they go), until SIGTERM, SECONDS, or COUNT datagrams (sent round-robin
  * over the UDP flows: COUNT / UDP each). Flow i carries tag TAGS[i % n] (TAGS: a comma list, or LO-HI
@@ -67,12 +68,14 @@ struct blast_flow {
 	bool		tcp;
 	bool		connected;
 	double		retry_at;	/* TCP: reconnect not before */
+	unsigned int	rate;		/* TCP: bytes per second, 0: no limit */
 };
 
 struct blast_args {
 	const char	*addr;
 	int		port;
 	int		tcp, udp;
+	unsigned int	tcp_rate;	/* bytes per second per TCP flow */
 	uint32_t	tags[BLAST_MAX_FLOWS];
 	int		ntags;
 	uint32_t	tag_lo, tag_hi;	/* random range when ntags == 0 */
@@ -103,6 +106,10 @@ static void blast_connect(struct blast_flow *f, const struct sockaddr_in *to,
 		fuzz_die("socket: %m");
 	blast_tag(f->fd, f->tag, shift);
 	setsockopt(f->fd, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+	/* TCP paces itself to this rate (internal pacing, any qdisc) */
+	if (f->rate)
+		setsockopt(f->fd, SOL_SOCKET, SO_MAX_PACING_RATE, &f->rate,
+			   sizeof(f->rate));
 	blast_nonblock(f->fd);
 	f->connected = false;
 	if (connect(f->fd, (const struct sockaddr *)to, sizeof(*to)) == 0)
@@ -137,6 +144,7 @@ static int blast_send(struct blast_args *a)
 		fl[i].tag = a->ntags ? a->tags[i % a->ntags] :
 			    a->tag_lo + fuzz_below((uint64_t)a->tag_hi - a->tag_lo + 1);
 		fl[i].tcp = i < a->tcp;
+		fl[i].rate = a->tcp_rate;
 		if (fl[i].tcp) {
 			blast_connect(&fl[i], &to, a->shift);
 		} else {
@@ -337,7 +345,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	optind = 2;
-	while ((c = getopt(argc, argv, "a:p:T:U:g:S:r:l:t:i:s:c:")) != -1) {
+	while ((c = getopt(argc, argv, "a:p:T:U:g:S:r:l:t:i:s:c:b:")) != -1) {
 		switch (c) {
 		case 'a': a.addr = optarg; break;
 		case 'p': a.port = atoi(optarg); break;
@@ -351,6 +359,7 @@ int main(int argc, char **argv)
 		case 'i': a.interval = atof(optarg); break;
 		case 's': seed = strtoull(optarg, NULL, 0); break;
 		case 'c': a.count = strtoull(optarg, NULL, 0); break;
+		case 'b': a.tcp_rate = strtoul(optarg, NULL, 0); break;
 		default: return 2;
 		}
 	}

@@ -21,7 +21,8 @@
  * wrong payload lengths, unknown types (0 and above TCA_MERCURY_MAX),
  * stray NLA_F_NESTED, nested attributes, duplicates, then possibly
  * truncated, given a length beyond the end, followed by trailing bytes, or
- * repeated into one oversized nest. A model predicts the verdict: every
+ * repeated into one oversized nest. A model (nlf_model(), which reads the
+ * final bytes as the kernel's strict parser does) predicts the verdict: every
  * malformed request must be rejected and change nothing; a well-formed
  * one must be accepted exactly when every value is in range and the
  * cross-option rules hold (levels <= mask; untagged_share only with
@@ -226,6 +227,55 @@ static void nlf_one_attr(struct nlf_opts *o, bool clean)
 	}
 }
 
+/* The verdict, read off the final bytes the way the kernel's strict
+ * nla_parse_nested() reads them (the generator's intentions do not count:
+ * a cut in the last attribute's padding, say, leaves a valid request):
+ * attributes while at least a header remains and nla_len fits; any byte
+ * left over, a type 0 or above TCA_MERCURY_MAX, NLA_F_NESTED on a scalar,
+ * a payload not exactly the type's width or a value out of range rejects
+ * it; NLA_F_NET_BYTEORDER is the netlink core's business; the last of
+ * duplicate attributes wins.
+ */
+static void nlf_model(struct nlf_opts *o)
+{
+	size_t off = 0, rem = o->len;
+
+	o->verdict = o->no_nested_flag ? NLF_INVALID : NLF_VALID;
+	memset(o->set, 0, sizeof(o->set));
+	if (o->omit)
+		return;
+	while (rem >= NLA_HDRLEN) {
+		const struct nlattr *a = (const struct nlattr *)(o->buf + off);
+		uint16_t type = a->nla_type & NLA_TYPE_MASK;
+		const struct nlf_attr_def *d = &nlf_defs[type];
+		uint32_t v = 0;
+
+		if (a->nla_len < NLA_HDRLEN || a->nla_len > rem)
+			break;
+		if (type == 0 || type > TCA_MERCURY_MAX ||
+		    (a->nla_type & NLA_F_NESTED) ||
+		    (unsigned int)(a->nla_len - NLA_HDRLEN) != d->width) {
+			nlf_mark(o, NLF_INVALID);
+		} else {
+			memcpy(&v, o->buf + off + NLA_HDRLEN, d->width);
+			if (v < d->min || v > d->max)
+				nlf_mark(o, NLF_INVALID);
+			if (a->nla_type & NLA_F_NET_BYTEORDER)
+				nlf_mark(o, NLF_EITHER);
+			o->set[type] = true;
+			o->val[type] = v;
+		}
+		if ((size_t)NLA_ALIGN(a->nla_len) >= rem) {
+			rem = 0;
+			break;
+		}
+		off += NLA_ALIGN(a->nla_len);
+		rem -= NLA_ALIGN(a->nla_len);
+	}
+	if (rem > 0)
+		nlf_mark(o, NLF_INVALID);	/* "bytes leftover" */
+}
+
 static void nlf_gen(struct nlf_opts *o)
 {
 	unsigned int n, i, mode;
@@ -239,6 +289,7 @@ static void nlf_gen(struct nlf_opts *o)
 	memset(o->set, 0, sizeof(o->set));
 	if (!fuzz_below(40)) {
 		o->omit = true;
+		nlf_model(o);
 		return;
 	}
 	if (!clean && !fuzz_below(60)) {
@@ -292,6 +343,7 @@ static void nlf_gen(struct nlf_opts *o)
 			o->len += one;
 		}
 	}
+	nlf_model(o);
 }
 
 /* ---- netlink ---------------------------------------------------------- */

@@ -54,7 +54,7 @@ cleanup() {
 trap cleanup EXIT
 [ -x $FZ/mercury-blast ] || { echo "not ok 1 selftests/fuzz not built"; exit 1; }
 [ -e /proc/net/pktgen/pgctrl ] || modprobe pktgen || { echo "not ok 1 no pktgen"; exit 1; }
-setup_pair || { echo "not ok 1 setup"; exit 1; }
+setup_pair && pin_reverse_neigh || { echo "not ok 1 setup"; exit 1; }
 $IP -n $NS_S link add dummy0 type dummy && $IP -n $NS_S link set dummy0 up ||
 	{ echo "not ok 1 dummy0"; exit 1; }
 log "seed $seed, $minutes rounds of a minute"
@@ -126,7 +126,7 @@ for ((round = 1; round <= minutes; round++)); do
 	build_qdiscs || { ktap_fail "round $round: build the qdiscs"; bad=1; break; }
 	v0=$(dev_tx veth0)
 	d0=$(dev_tx dummy0)
-	$IP netns exec $NS_S $FZ/mercury-blast send -a $ADDR_R -p 9000 -T 64 -U 8 \
+	$IP netns exec $NS_S $FZ/mercury-blast send -a $ADDR_R -p 9000 -T 64 -b 20000 -U 8 \
 		-g 1-65536 -s $((seed + round)) -r 2000 -l 1000 > /dev/null &
 	SEND_PID=$!
 	pgns "echo start > /proc/net/pktgen/pgctrl" &
