@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Operation-sequence fuzzing: FUZZ_SEQS (default 6) random sequences from
+# Operation-sequence fuzzing: FUZZ_SEQS (default 4) random sequences from
 # selftests/fuzz/opfuzz.py: add, change, replace, graft, delete, class and
 # qdisc dumps, link down/up and rmmod/insmod, under tagged TCP and UDP
 # traffic, with mercury as root and as the child of tbf, htb and mq. Each
@@ -19,7 +19,7 @@
 source "$(dirname "$0")/lib.sh"
 mercury_load
 FZ=$MERCURY_ROOT/selftests/fuzz
-seqs=${FUZZ_SEQS:-6}
+seqs=${FUZZ_SEQS:-4}
 seed=${FUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 SINK_PID=""
 trap '[ -n "$SINK_PID" ] && kill $SINK_PID 2>/dev/null; cleanup_pair' EXIT
