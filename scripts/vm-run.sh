@@ -59,7 +59,7 @@ if [ -n "$kdir" ]; then
 	[ -r "$kernel" ] && [ -r "$kdir/kver" ] || die "$kdir has no bzImage and kver (scripts/debug-kernel/build.sh)"
 	kver=$(cat "$kdir/kver")
 	[ -d "$kdir/mod/lib/modules/$kver" ] || die "no module directory $kdir/mod/lib/modules/$kver"
-	append_own="mercury.moddir=$kdir/mod/lib/modules $(grep -v '^#' "$top/scripts/debug-kernel/cmdline" 2>/dev/null)"
+	append_own="mercury.moddir=$kdir/mod/lib/modules $(grep -v '^#' "$top/scripts/debug-kernel/cmdline" 2>/dev/null | tr '\n' ' ')"
 	if [ -n "$ko" ]; then
 		ko=$(cd "$(dirname "$ko")" && pwd)/$(basename "$ko")
 		[ -r "$ko" ] || die "no module $ko"

@@ -4,7 +4,7 @@
 # `make test-debug`: the whole guest suite under the debug kernel.
 #  1. build (or reuse) the kernel: scripts/debug-kernel/build.sh;
 #  2. build sch_mercury from this tree's kmod/ against it, in
-#     build/debug-module/ (the tree's own sch_mercury.ko, built for
+#     build/debug-module/<results dir>/ (the tree's own sch_mercury.ko, built for
 #     Debian's kernel, stays as it is);
 #  3. boot it with scripts/vm-run.sh -k, run every guest selftest but the
 #     package install test, the fuzzers among them at full size (100000
@@ -34,7 +34,10 @@ make -s all > out/test-debug-build.log 2>&1 || { tail -n 20 out/test-debug-build
 make -s -C selftests/fuzz >> out/test-debug-build.log 2>&1 ||
 	{ tail -n 20 out/test-debug-build.log; die "building the fuzzers failed"; }
 
-mod=$top/build/debug-module
+out=${VM_OUT:-$top/out/vm-debug}
+# one module build per results directory: test-debug and soak may run
+# side by side
+mod=$top/build/debug-module/$(basename "$out")
 rm -rf "$mod"
 mkdir -p "$mod"
 cp -r Kbuild kmod include "$mod/"
@@ -54,7 +57,7 @@ seqs=${FUZZ_SEQS:-1000}
 # init, and vm-guest.sh, as environment variables.
 VM_APPEND="${VM_APPEND:-} MERCURY_TEST_TIMEOUT=${MERCURY_TEST_TIMEOUT:-14400} FUZZ_SETS=$sets FUZZ_SEQS=$seqs" \
 	scripts/vm-run.sh -t "${VM_TIMEOUT:-28800}" -k "$kdir" -K "$mod/sch_mercury.ko" \
-	-o "${VM_OUT:-$top/out/vm-debug}" "${scripts[@]}"
+	-o "$out" "${scripts[@]}"
 rc=$?
-echo "test-debug: $([ $rc = 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start))s (results in ${VM_OUT:-out/vm-debug})"
+echo "test-debug: $([ $rc = 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start))s (results in $out)"
 exit $rc
