@@ -32,6 +32,12 @@ while read -r t; do
 	timeout -k 5 "${MERCURY_TEST_TIMEOUT:-900}" bash "$t" > "$out/$name.log" 2>&1 < /dev/null
 	echo $? > "$out/$name.rc"
 	echo "MERCURY-TEST-END $name $(cat "$out/$name.rc")"
+	# the log so far, kept in case the guest dies or is stopped later
+	dmesg > "$out/dmesg.log"
+	if [ -e $leak ]; then
+		echo scan > $leak
+		cat $leak > "$out/kmemleak.log"
+	fi
 done < "$out/tests"
 # Two scans a few seconds apart, as the kernel's netdev CI does: an object
 # must look unreferenced twice to be reported.
