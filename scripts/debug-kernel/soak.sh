@@ -11,7 +11,8 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 minutes=${SOAK_MINUTES:-10}
 case $minutes in ''|*[!0-9]*) echo "soak: SOAK_MINUTES must be a number of minutes" >&2; exit 2 ;; esac
-# a round is a minute of traffic plus its checks (slower under KASAN)
+# a round is a minute of traffic plus its checks: minutes under KASAN on
+# a loaded machine (a 2-round soak once ran past 25 minutes)
 VM_APPEND="${VM_APPEND:-} SOAK_MINUTES=$minutes" VM_OUT=$top/out/vm-soak \
-	VM_TIMEOUT=$((minutes * 300 + 900)) MERCURY_TEST_TIMEOUT=$((minutes * 300 + 600)) \
+	VM_TIMEOUT=$((minutes * 600 + 1800)) MERCURY_TEST_TIMEOUT=$((minutes * 600 + 1200)) \
 	exec "$top/scripts/debug-kernel/test-debug.sh" selftests/fuzz/soak.sh
