@@ -28,6 +28,8 @@ PKGS=(
 	libbsd-dev linux-perf
 	# checkpatch, sparse and tc-testing (tdc) come from the kernel source
 	linux-source-6.1 sparse
+	# the debug guest kernel (make test-debug, make soak)
+	flex bison bc libelf-dev
 )
 
 missing=()

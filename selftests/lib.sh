@@ -176,3 +176,28 @@ teardown_qdisc() { tcs qdisc del dev veth0 root 2>/dev/null; true; }
 drained_with() {
 	wait_backlog_zero "$1" "$2" && [ "$(qdisc_stat "$1" "$2" packets)" = "$3" ]
 }
+
+# skb_objects: skbs allocated now (skbuff_head_cache active objects, plus
+# skbuff_fclone_cache's, TCP's clones, where SLUB keeps it apart: the debug
+# kernel boots with slab_nomerge), after SLUB flushed its per-CPU slabs:
+# without the flush, the free objects those slabs hold count as active and
+# the number wanders by a few slabs' worth. Prints nothing and fails when
+# /proc/slabinfo has no skbuff_head_cache.
+skb_objects() {
+	local c
+	for c in skbuff_head_cache skbuff_fclone_cache; do
+		echo 1 > /sys/kernel/slab/$c/shrink 2>/dev/null
+	done
+	awk '$1 == "skbuff_head_cache" { h = 1 }
+	     $1 == "skbuff_head_cache" || $1 == "skbuff_fclone_cache" { s += $2 }
+	     END { if (h) print s; exit !h }' /proc/slabinfo
+}
+
+# pin_reverse_neigh: the receiver's permanent neighbour entry for the
+# sender too, so that no ARP reply (an untagged packet) enters the queue
+# under test: runs of minutes outlive the entry the receiver learnt.
+pin_reverse_neigh() {
+	$IP -n $NS_R neigh replace $ADDR_S lladdr \
+		"$($IP -n $NS_S -j link show veth0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')" \
+		dev veth1 nud permanent
+}
