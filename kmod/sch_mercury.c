@@ -8,8 +8,9 @@
  * first, so the bytes the next iteration needs soonest leave soonest.
  *
  * Contract
- *  - Each packet carries a tag, read once at enqueue from skb->mark or
- *    skb->priority as (value >> shift) & mask. Tag 1 is the most urgent;
+ *  - Each packet carries a tag, read once at enqueue from skb->mark,
+ *    skb->priority or the DSCP of its IPv4/IPv6 header as
+ *    (value >> shift) & mask. Tag 1 is the most urgent;
  *    tags 1..levels are tagged levels. Tag 0 and tags above levels go to
  *    the untagged class, placed before or after all tagged levels.
  *  - Packets of one flow (one skb_get_hash(), folded into a bucket) never
@@ -66,6 +67,10 @@
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/types.h>
+#include <linux/if_vlan.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <net/dsfield.h>
 #include <net/netlink.h>
 #include <net/pkt_sched.h>
 #include <net/sch_generic.h>
@@ -112,12 +117,53 @@ static u32 mercury_tag_of_rank(const struct mercury_sched_data *q, u32 rank)
 	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? rank : rank + 1;
 }
 
+/* The DSCP (top six bits of the IPv4 TOS or IPv6 traffic class) of @skb;
+ * 0 (untagged) for anything that is not an IPv4 or IPv6 packet or is too
+ * short to hold the field. Unlike the mark and the priority, it survives a
+ * veth crossing into another network namespace, which scrubs both, so
+ * tags set in a container (IP_TOS, IPV6_TCLASS: no privilege needed) reach
+ * the host's qdisc. VLAN headers are looked through, as in sch_cake.
+ */
+static u32 mercury_dscp(const struct sk_buff *skb)
+{
+	const u8 *h;
+	u8 buf[2];
+
+	switch (skb_protocol(skb, true)) {
+	case htons(ETH_P_IP):
+		h = skb_header_pointer(skb, skb_network_offset(skb),
+				       sizeof(buf), buf);
+		if (!h || h[0] >> 4 != 4)
+			return 0;
+		return ipv4_get_dsfield((const struct iphdr *)h) >> 2;
+	case htons(ETH_P_IPV6):
+		h = skb_header_pointer(skb, skb_network_offset(skb),
+				       sizeof(buf), buf);
+		if (!h || h[0] >> 4 != 6)
+			return 0;
+		return ipv6_get_dsfield((const struct ipv6hdr *)h) >> 2;
+	default:
+		return 0;
+	}
+}
+
+static u32 mercury_tag_value(const struct mercury_sched_data *q,
+			     const struct sk_buff *skb)
+{
+	switch (q->cfg.source) {
+	case TC_MERCURY_TAG_PRIORITY:
+		return skb->priority;
+	case TC_MERCURY_TAG_DSCP:
+		return mercury_dscp(skb);
+	default:
+		return skb->mark;
+	}
+}
+
 static u32 mercury_classify(const struct mercury_sched_data *q,
 			    const struct sk_buff *skb)
 {
-	u32 v = q->cfg.source == TC_MERCURY_TAG_PRIORITY ?
-		skb->priority : skb->mark;
-	u32 tag = (v >> q->cfg.shift) & q->cfg.mask;
+	u32 tag = (mercury_tag_value(q, skb) >> q->cfg.shift) & q->cfg.mask;
 
 	if (!tag || tag > q->cfg.levels)
 		return q->untagged_rank;
@@ -270,7 +316,7 @@ static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
  */
 static const char * const mercury_option_errors[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_LEVELS]	     = KBUILD_MODNAME ": levels must be 1..65536",
-	[TCA_MERCURY_TAG_SOURCE]     = KBUILD_MODNAME ": tag must be mark or priority",
+	[TCA_MERCURY_TAG_SOURCE]     = KBUILD_MODNAME ": tag must be mark, priority or dscp",
 	[TCA_MERCURY_TAG_SHIFT]	     = KBUILD_MODNAME ": shift must be 0..31",
 	[TCA_MERCURY_TAG_MASK]	     = KBUILD_MODNAME ": mask must be a non-zero u32",
 	[TCA_MERCURY_UNTAGGED]	     = KBUILD_MODNAME ": untagged must be first or last",
@@ -402,6 +448,12 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 	if (cfg->levels > cfg->mask) {
 		NL_SET_ERR_MSG_MOD(extack,
 				   "levels exceeds the largest tag mask can give");
+		return -EINVAL;
+	}
+	if (cfg->source == TC_MERCURY_TAG_DSCP &&
+	    !((0x3f >> cfg->shift) & cfg->mask)) {
+		NL_SET_ERR_MSG_MOD(extack,
+				   "shift and mask leave no DSCP bit for the tag");
 		return -EINVAL;
 	}
 	if (cfg->share && cfg->untagged != TC_MERCURY_UNTAGGED_LAST) {

@@ -4,14 +4,20 @@
 receiver, and the checks on what arrived.
 
 send:   each --burst NAME:TAG:COUNT sends COUNT packets from the socket NAME
-        (one socket = one flow) with SO_MARK (or SO_PRIORITY) = TAG, in the
-        order given. Each payload carries "NAME TAG SEQ".
+        (one socket = one flow) tagged TAG << shift by SO_MARK, SO_PRIORITY
+        or the DSCP (IP_TOS / IPV6_TCLASS), or several of them (--source
+        mark,dscp), in the order given. Each payload carries "NAME TAG SEQ".
+        With --queued Q --release R, after the bursts it creates Q, waits
+        for R, then sends the --kick bursts: the test stalls the link,
+        lets the sender queue everything, then releases the link, and the
+        kick restarts a parent qdisc that does not restart itself.
 recv:   records "NAME TAG SEQ" per arriving packet, in arrival order, until
         --count packets or --idle seconds without a packet.
 check:  assertions over a recording, printing the reason on failure.
 """
 import argparse
 import json
+import os
 import socket
 import sys
 import time
@@ -21,37 +27,71 @@ SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 
 
-def cmd_send(a):
-    socks = {}
-    seq = {}
+def family(a):
+    return socket.AF_INET6 if a.family == 6 else socket.AF_INET
+
+
+def tag_socket(a, s, tag):
+    v = tag << a.shift
+    for src in a.source.split(","):
+        if src == "mark":
+            s.setsockopt(socket.SOL_SOCKET, SO_MARK, v)
+        elif src == "priority":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, v)
+        elif src == "dscp":
+            if v > 63:
+                raise SystemExit("DSCP %d out of range 0..63" % v)
+            # the DSCP is the top six bits of the TOS / traffic class
+            if a.family == 6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, v << 2)
+            else:
+                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, v << 2)
+        else:
+            raise SystemExit("unknown tag source " + src)
+
+
+def send_bursts(a, bursts, socks, seq):
     pad = b"x" * max(0, a.size - 40)
-    for spec in a.burst:
+    for spec in bursts:
         name, tag, count = spec.split(":")
         tag, count = int(tag), int(count)
         s = socks.get(name)
         if s is None:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s = socket.socket(family(a), socket.SOCK_DGRAM)
             # room for a whole burst in the qdisc without blocking
             s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 64 << 20)
             socks[name] = s
             seq[name] = 0
-        if a.source == "mark":
-            s.setsockopt(socket.SOL_SOCKET, SO_MARK, tag << a.shift)
-        else:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, tag << a.shift)
+        tag_socket(a, s, tag)
         for _ in range(count):
             msg = ("%s %d %d " % (name, tag, seq[name])).encode() + pad
             s.sendto(msg, (a.dst, a.port))
             seq[name] += 1
         if a.gap:
             time.sleep(a.gap)
+
+
+def cmd_send(a):
+    socks = {}
+    seq = {}
+    send_bursts(a, a.burst, socks, seq)
+    if a.queued:
+        with open(a.queued, "w") as f:
+            f.write("queued\n")
+    if a.release:
+        deadline = time.time() + 600
+        while not os.path.exists(a.release):
+            if time.time() > deadline:
+                raise SystemExit("no release after 600 s")
+            time.sleep(0.05)
+        send_bursts(a, a.kick or [], socks, seq)
     return 0
 
 
 def cmd_recv(a):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(family(a), socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
-    s.bind(("0.0.0.0", a.port))
+    s.bind(("::" if a.family == 6 else "0.0.0.0", a.port))
     s.settimeout(a.idle)
     got = []
     with open(a.ready, "w") as f:
@@ -102,6 +142,9 @@ def cmd_check(a):
         if len(after) < a.min_overtaken:
             return fail("only %d less urgent packets were overtaken (want >= %d)"
                         % (len(after), a.min_overtaken))
+        if a.max_before is not None and first > a.max_before:
+            return fail("%d less urgent packets arrived before the first urgent one (want <= %d)"
+                        % (first, a.max_before))
         print("# urgent block at %d..%d, %d less urgent overtaken"
               % (first, last, len(after)))
     elif a.what == "fifo":
@@ -177,12 +220,18 @@ def main():
     s.add_argument("--dst", required=True)
     s.add_argument("--port", type=int, default=5555)
     s.add_argument("--size", type=int, default=1000)
-    s.add_argument("--source", choices=["mark", "priority"], default="mark")
+    s.add_argument("--source", default="mark",
+                   help="mark, priority, dscp or a comma list of them")
+    s.add_argument("--family", type=int, choices=[4, 6], default=4)
     s.add_argument("--shift", type=int, default=0)
     s.add_argument("--gap", type=float, default=0.0)
     s.add_argument("--burst", action="append", required=True)
+    s.add_argument("--queued")
+    s.add_argument("--release")
+    s.add_argument("--kick", action="append")
     r = sub.add_parser("recv")
     r.add_argument("--port", type=int, default=5555)
+    r.add_argument("--family", type=int, choices=[4, 6], default=4)
     r.add_argument("--count", type=int, required=True)
     r.add_argument("--idle", type=float, default=10.0)
     r.add_argument("--max-time", type=float, default=120.0)
@@ -197,6 +246,7 @@ def main():
     c.add_argument("--expect", type=int)
     c.add_argument("--count", type=int)
     c.add_argument("--min-overtaken", type=int, default=1)
+    c.add_argument("--max-before", type=int)
     c.add_argument("--send-order", default="")
     c.add_argument("--share", type=float, default=10)
     c.add_argument("--slack", type=float, default=5)

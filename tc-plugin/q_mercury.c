@@ -21,13 +21,13 @@
 static void mercury_explain(void)
 {
 	fprintf(stderr,
-		"Usage: ... mercury [ levels NUMBER ] [ tag { mark | priority } ]\n"
+		"Usage: ... mercury [ levels NUMBER ] [ tag { mark | priority | dscp } ]\n"
 		"                   [ shift BITS ] [ mask MASK ]\n"
 		"                   [ untagged { first | last } ] [ untagged_share PERCENT ]\n"
 		"                   [ flow_order { on | off } ] [ flows NUMBER ]\n"
 		"                   [ limit PACKETS ] [ memory_limit BYTES ] [ quantum BYTES ]\n"
 		"                   [ bypass { on | off } ]\n"
-		"Tag = (mark or priority >> shift) & mask; tag 1 is the most urgent,\n"
+		"Tag = (mark, priority or DSCP >> shift) & mask; tag 1 is the most urgent,\n"
 		"tag 0 and tags above levels are untagged.\n");
 }
 
@@ -35,6 +35,26 @@ static int mercury_bad(const char *opt, const char *val)
 {
 	fprintf(stderr, "mercury: illegal \"%s\" value \"%s\"\n", opt, val);
 	mercury_explain();
+	return -1;
+}
+
+/* Tag sources by their TC_MERCURY_TAG_* value. */
+static const char * const mercury_sources[] = {
+	[TC_MERCURY_TAG_MARK]		= "mark",
+	[TC_MERCURY_TAG_PRIORITY]	= "priority",
+	[TC_MERCURY_TAG_DSCP]		= "dscp",
+};
+
+static int mercury_get_source(__u8 *v, const char *arg)
+{
+	__u8 i;
+
+	for (i = 0; i < ARRAY_SIZE(mercury_sources); i++) {
+		if (strcmp(arg, mercury_sources[i]) == 0) {
+			*v = i;
+			return 0;
+		}
+	}
 	return -1;
 }
 
@@ -70,8 +90,7 @@ static int mercury_parse_opt(struct qdisc_util *qu, int argc, char **argv,
 			set_levels = true;
 		} else if (strcmp(*argv, "tag") == 0) {
 			NEXT_ARG();
-			if (mercury_get_choice(&source, *argv, "mark",
-					       "priority"))
+			if (mercury_get_source(&source, *argv))
 				return mercury_bad("tag", *argv);
 			set_source = true;
 		} else if (strcmp(*argv, "shift") == 0) {
@@ -219,6 +238,7 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 {
 	struct rtattr *tb[TCA_MERCURY_MAX + 1];
 	char hex[16];
+	__u8 source;
 
 	if (!opt)
 		return 0;
@@ -227,10 +247,14 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 	if (tb[TCA_MERCURY_LEVELS])
 		print_uint(PRINT_ANY, "levels", "levels %u ",
 			   mercury_rta_u32(tb, TCA_MERCURY_LEVELS));
-	if (tb[TCA_MERCURY_TAG_SOURCE])
-		print_string(PRINT_ANY, "tag", "tag %s ",
-			     mercury_rta_u8(tb, TCA_MERCURY_TAG_SOURCE) ==
-			     TC_MERCURY_TAG_PRIORITY ? "priority" : "mark");
+	if (tb[TCA_MERCURY_TAG_SOURCE]) {
+		source = mercury_rta_u8(tb, TCA_MERCURY_TAG_SOURCE);
+		if (source < ARRAY_SIZE(mercury_sources))
+			print_string(PRINT_ANY, "tag", "tag %s ",
+				     mercury_sources[source]);
+		else
+			print_uint(PRINT_ANY, "tag", "tag %u ", source);
+	}
 	if (tb[TCA_MERCURY_TAG_SHIFT])
 		print_uint(PRINT_ANY, "shift", "shift %u ",
 			   mercury_rta_u8(tb, TCA_MERCURY_TAG_SHIFT));

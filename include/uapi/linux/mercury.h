@@ -15,6 +15,7 @@
 enum {
 	TC_MERCURY_TAG_MARK,		/* skb->mark */
 	TC_MERCURY_TAG_PRIORITY,	/* skb->priority */
+	TC_MERCURY_TAG_DSCP,		/* DSCP of the IPv4 or IPv6 header */
 	__TC_MERCURY_TAG_MAX,
 };
 
