@@ -11,8 +11,9 @@
  *  - Each packet carries a tag, read once at enqueue from skb->mark,
  *    skb->priority or the DSCP of its IPv4/IPv6 header as
  *    (value >> shift) & mask. Tag 1 is the most urgent;
- *    tags 1..levels are tagged levels. Tag 0 and tags above levels go to
- *    the untagged class, placed before or after all tagged levels.
+ *    tags 1..levels are tagged levels, tags above levels count as
+ *    levels (the least urgent tagged level). Tag 0 goes to the untagged
+ *    class, placed before or after all tagged levels.
  *  - Packets of one flow (one skb_get_hash(), folded into a bucket) never
  *    overtake each other. A flow is served at the level of its most urgent
  *    queued packet. Flows at one level share it round-robin by bytes
@@ -165,8 +166,13 @@ static u32 mercury_classify(const struct mercury_sched_data *q,
 {
 	u32 tag = (mercury_tag_value(q, skb) >> q->cfg.shift) & q->cfg.mask;
 
-	if (!tag || tag > q->cfg.levels)
+	if (!tag)
 		return q->untagged_rank;
+	/* A plan wider than the qdisc: its least urgent layers share the
+	 * least urgent tagged level rather than join the untagged class,
+	 * which may be served before every gradient.
+	 */
+	tag = min(tag, q->cfg.levels);
 	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? tag : tag - 1;
 }
 

@@ -28,7 +28,7 @@ static void mercury_explain(void)
 		"                   [ limit PACKETS ] [ memory_limit BYTES ] [ quantum BYTES ]\n"
 		"                   [ bypass { on | off } ]\n"
 		"Tag = (mark, priority or DSCP >> shift) & mask; tag 1 is the most urgent,\n"
-		"tag 0 and tags above levels are untagged.\n");
+		"tags above levels count as levels, tag 0 is untagged.\n");
 }
 
 static int mercury_bad(const char *opt, const char *val)
