@@ -14,6 +14,10 @@ send:   each --burst NAME:TAG:COUNT sends COUNT packets from the socket NAME
 recv:   records "NAME TAG SEQ" per arriving packet, in arrival order, until
         --count packets or --idle seconds without a packet.
 check:  assertions over a recording, printing the reason on failure.
+classes: the class handles of one qdisc as an rtnetlink dump lists them,
+        read one message batch at a time; after --inject-after batches it
+        sends one packet tagged --inject-tag by SO_MARK, so a level gains a
+        class while the dump is half done. Prints {"batches", "minors"}.
 """
 import argparse
 import json
@@ -106,6 +110,44 @@ def cmd_recv(a):
         got.append((name.decode(), int(tag), int(seq)))
     with open(a.out, "w") as f:
         json.dump(got, f)
+    return 0
+
+
+def cmd_classes(a):
+    import struct
+    RTM_NEWTCLASS, RTM_GETTCLASS = 40, 42
+    NLMSG_ERROR, NLMSG_DONE = 2, 3
+    NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+    parent = int(a.parent.rstrip(":"), 16) << 16
+    nl = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # NETLINK_ROUTE
+    nl.bind((0, 0))
+    tcm = struct.pack("BBHiIII", socket.AF_UNSPEC, 0, 0,
+                      socket.if_nametoindex(a.dev), 0, parent, 0)
+    nl.send(struct.pack("IHHII", 16 + len(tcm), RTM_GETTCLASS,
+                        NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + tcm)
+    minors, batches, done = [], 0, False
+    while not done:
+        data = nl.recv(1 << 16)
+        batches += 1
+        off = 0
+        while off + 16 <= len(data):
+            length, typ = struct.unpack_from("IH", data, off)
+            if typ == NLMSG_DONE:
+                done = True
+                break
+            if typ == NLMSG_ERROR:
+                err = struct.unpack_from("i", data, off + 16)[0]
+                raise SystemExit("dump failed: %s" % os.strerror(-err))
+            if typ == RTM_NEWTCLASS:
+                handle = struct.unpack_from("I", data, off + 16 + 8)[0]
+                minors.append(handle & 0xffff)
+            off += (length + 3) & ~3
+        if batches == a.inject_after:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.setsockopt(socket.SOL_SOCKET, SO_MARK, a.inject_tag)
+            s.sendto(b"inject 0 0 ", (a.dst, a.port))
+    json.dump({"batches": batches, "minors": minors}, sys.stdout)
+    print()
     return 0
 
 
@@ -250,8 +292,16 @@ def main():
     c.add_argument("--send-order", default="")
     c.add_argument("--share", type=float, default=10)
     c.add_argument("--slack", type=float, default=5)
+    k = sub.add_parser("classes")
+    k.add_argument("--dev", required=True)
+    k.add_argument("--parent", required=True, help="the qdisc's handle, 10:")
+    k.add_argument("--inject-after", type=int, default=0)
+    k.add_argument("--inject-tag", type=int, default=1)
+    k.add_argument("--dst", default="127.0.0.1")
+    k.add_argument("--port", type=int, default=5555)
     a = ap.parse_args()
-    return {"send": cmd_send, "recv": cmd_recv, "check": cmd_check}[a.cmd](a)
+    return {"send": cmd_send, "recv": cmd_recv, "check": cmd_check,
+            "classes": cmd_classes}[a.cmd](a)
 
 
 if __name__ == "__main__":

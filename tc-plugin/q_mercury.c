@@ -324,9 +324,9 @@ static void mercury_print_class_xstats(const struct tc_mercury_cl_xstats *st)
 }
 
 /*
- * Qdisc and class statistics come through here alike; the class struct is
- * the smaller one (see the uapi header). A kernel with a longer or shorter
- * struct than ours still prints: we copy what both know, zero the rest.
+ * Qdisc and class statistics come through here alike, told apart by the
+ * type both start with. A kernel with a longer or shorter struct than ours
+ * still prints: we copy what both know, zero the rest.
  */
 static int mercury_print_xstats(struct qdisc_util *qu, FILE *f,
 				struct rtattr *xstats)
@@ -334,19 +334,28 @@ static int mercury_print_xstats(struct qdisc_util *qu, FILE *f,
 	struct tc_mercury_cl_xstats cl = {};
 	struct tc_mercury_xstats st = {};
 	unsigned int len;
+	__u32 type;
 
 	if (!xstats)
 		return 0;
 	len = RTA_PAYLOAD(xstats);
-	if (len >= sizeof(st)) {
-		memcpy(&st, RTA_DATA(xstats), sizeof(st));
-		mercury_print_qdisc_xstats(&st);
-	} else if (len >= sizeof(cl)) {
-		memcpy(&cl, RTA_DATA(xstats), sizeof(cl));
-		mercury_print_class_xstats(&cl);
-	} else {
+	if (len < sizeof(type)) {
 		fprintf(stderr, "mercury: statistics too short (%u bytes)\n",
 			len);
+		return -1;
+	}
+	memcpy(&type, RTA_DATA(xstats), sizeof(type));
+	switch (type) {
+	case TC_MERCURY_XSTATS_QDISC:
+		memcpy(&st, RTA_DATA(xstats), len < sizeof(st) ? len : sizeof(st));
+		mercury_print_qdisc_xstats(&st);
+		break;
+	case TC_MERCURY_XSTATS_CLASS:
+		memcpy(&cl, RTA_DATA(xstats), len < sizeof(cl) ? len : sizeof(cl));
+		mercury_print_class_xstats(&cl);
+		break;
+	default:
+		fprintf(stderr, "mercury: unknown statistics type %u\n", type);
 		return -1;
 	}
 	return 0;

@@ -198,7 +198,8 @@ int mctl_parse_opts(int argc, char **argv, struct mctl_opts *o,
 			o->limit = v;
 			o->set |= MCTL_BIT(TCA_MERCURY_LIMIT);
 		} else if (!strcmp(name, "memory_limit")) {
-			if (mctl_parse_size(val, &v) || !v)
+			if (mctl_parse_size(val, &v) || !v ||
+			    v > TC_MERCURY_MAX_MEMORY_LIMIT)
 				goto bad_range;
 			o->memory_limit = v;
 			o->set |= MCTL_BIT(TCA_MERCURY_MEMORY_LIMIT);
@@ -234,7 +235,7 @@ bad_range:
 			{ "flow_order", "on or off" },
 			{ "flows", "1..65536" },
 			{ "limit", "at least 1 packet" },
-			{ "memory_limit", "at least 1 byte (a size: 4Mb, 512kb)" },
+			{ "memory_limit", "1 byte..2 GiB (a size: 4Mb, 512kb)" },
 			{ "quantum", "256..1048576 bytes" },
 			{ "bypass", "on or off" },
 		};

@@ -92,8 +92,10 @@ static void test_parse_bad_values(void **state)
 		{ "flows", "65537", "flows must be 1..65536, not '65537'" },
 		{ "limit", "0", "limit must be at least 1 packet, not '0'" },
 		{ "limit", "4294967296", "limit must be at least 1 packet, not '4294967296'" },
-		{ "memory_limit", "0", "memory_limit must be at least 1 byte (a size: 4Mb, 512kb), not '0'" },
-		{ "memory_limit", "4parsecs", "memory_limit must be at least 1 byte (a size: 4Mb, 512kb), not '4parsecs'" },
+		{ "memory_limit", "0", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '0'" },
+		{ "memory_limit", "2147483649", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '2147483649'" },
+		{ "memory_limit", "3gb", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '3gb'" },
+		{ "memory_limit", "4parsecs", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '4parsecs'" },
 		{ "quantum", "255", "quantum must be 256..1048576 bytes, not '255'" },
 		{ "quantum", "1048577", "quantum must be 256..1048576 bytes, not '1048577'" },
 	};
