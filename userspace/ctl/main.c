@@ -65,7 +65,7 @@ static void mctl_usage(FILE *f)
 		"  show    [DEV]\n"
 		"  stats   [--prometheus] [DEV]\n"
 		"  help\n"
-		"OPTIONS: [levels N] [tag mark|priority] [shift BITS] [mask MASK]\n"
+		"OPTIONS: [levels N] [tag mark|priority|dscp] [shift BITS] [mask MASK]\n"
 		"         [untagged first|last] [untagged_share PERCENT]\n"
 		"         [flow_order on|off] [flows N] [limit PACKETS]\n"
 		"         [memory_limit BYTES] [quantum BYTES] [bypass on|off]\n"
