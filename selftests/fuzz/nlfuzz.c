@@ -25,7 +25,8 @@
  * final bytes as the kernel's strict parser does) predicts the verdict: every
  * malformed request must be rejected and change nothing; a well-formed
  * one must be accepted exactly when every value is in range and the
- * cross-option rules hold (levels <= mask; untagged_share only with
+ * cross-option rules hold (levels <= mask; with tag dscp, shift and mask
+ * leave a DSCP bit; untagged_share only with
  * untagged last), and the configuration read back must then be the
  * model's. Any disagreement, or a request without an answer, fails.
  *
@@ -86,7 +87,7 @@ static const struct nlf_attr_def nlf_defs[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_FLOW_ORDER]     = { NLF_U8, 0, 1, "flow_order" },
 	[TCA_MERCURY_FLOWS]	     = { NLF_U32, 1, TC_MERCURY_MAX_FLOWS, "flows" },
 	[TCA_MERCURY_LIMIT]	     = { NLF_U32, 1, UINT32_MAX, "limit" },
-	[TCA_MERCURY_MEMORY_LIMIT]   = { NLF_U32, 1, UINT32_MAX, "memory_limit" },
+	[TCA_MERCURY_MEMORY_LIMIT]   = { NLF_U32, 1, TC_MERCURY_MAX_MEMORY_LIMIT, "memory_limit" },
 	[TCA_MERCURY_QUANTUM]	     = { NLF_U32, 256, 1 << 20, "quantum" },
 	[TCA_MERCURY_BYPASS]	     = { NLF_U8, 0, 1, "bypass" },
 };
@@ -522,6 +523,11 @@ static bool nlf_apply(struct nlf_cfg *out, const struct nlf_cfg *base,
 		if (o->set[t])
 			out->v[t] = o->val[t];
 	if (out->v[TCA_MERCURY_LEVELS] > out->v[TCA_MERCURY_TAG_MASK])
+		return false;
+	/* tag dscp: shift and mask must leave one of the six DSCP bits */
+	if (out->v[TCA_MERCURY_TAG_SOURCE] == TC_MERCURY_TAG_DSCP &&
+	    !((0x3fULL >> out->v[TCA_MERCURY_TAG_SHIFT]) &
+	      out->v[TCA_MERCURY_TAG_MASK]))
 		return false;
 	if (out->v[TCA_MERCURY_UNTAGGED_SHARE] &&
 	    out->v[TCA_MERCURY_UNTAGGED] != TC_MERCURY_UNTAGGED_LAST)
