@@ -365,11 +365,15 @@ class TapResult(unittest.TextTestResult):
         self._line(True, test, " # SKIP " + reason)
 
 
-if __name__ == "__main__":
-    suite = unittest.defaultTestLoader.loadTestsFromModule(
-        sys.modules[__name__])
+def run_tap(module):
+    """Run every test of module, one TAP line each; exit 1 on a failure."""
+    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     print("1..%d" % suite.countTestCases())
     runner = unittest.TextTestRunner(resultclass=TapResult, verbosity=0,
                                      stream=sys.stderr)
     res = runner.run(suite)
     sys.exit(0 if res.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    run_tap(sys.modules[__name__])

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import mercury  # noqa: E402
 import mercury.torch  # noqa: E402
 from mercury.torch import _priorities  # noqa: E402
-from test_mercury import TapResult  # noqa: E402
+from test_mercury import run_tap  # noqa: E402
 import torch_worker  # noqa: E402
 
 WORKER = os.path.join(HERE, "torch_worker.py")
@@ -306,10 +306,4 @@ class Profile(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    suite = unittest.defaultTestLoader.loadTestsFromModule(
-        sys.modules[__name__])
-    print("1..%d" % suite.countTestCases())
-    runner = unittest.TextTestRunner(resultclass=TapResult, verbosity=0,
-                                     stream=sys.stderr)
-    res = runner.run(suite)
-    sys.exit(0 if res.wasSuccessful() else 1)
+    run_tap(sys.modules[__name__])
