@@ -20,7 +20,12 @@ source "$(dirname "$0")/lib.sh"
 mercury_load
 FZ=$MERCURY_ROOT/selftests/fuzz
 seqs=${FUZZ_SEQS:-4}
-seed=${FUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+# make test replays one fixed seed, so a red run is always the same run;
+# FUZZ_SEED=random explores (make test-debug, the soak). Seed 1417820553
+# (one sequence) is an open bug: after deleting mercury under htb, htb
+# still counts 81 packets (Documentation/safety.md).
+seed=${FUZZ_SEED:-1251207126}
+[ "$seed" = random ] && seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 SINK_PID=""
 trap '[ -n "$SINK_PID" ] && kill $SINK_PID 2>/dev/null; cleanup_pair' EXIT
 [ -x $FZ/mercury-blast ] ||

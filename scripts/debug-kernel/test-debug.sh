@@ -55,7 +55,7 @@ sets=${FUZZ_SETS:-100000}
 seqs=${FUZZ_SEQS:-1000}
 # Unknown name=value words on the kernel command line reach the guest's
 # init, and vm-guest.sh, as environment variables.
-VM_APPEND="${VM_APPEND:-} MERCURY_TEST_TIMEOUT=${MERCURY_TEST_TIMEOUT:-14400} FUZZ_SETS=$sets FUZZ_SEQS=$seqs" \
+VM_APPEND="${VM_APPEND:-} MERCURY_TEST_TIMEOUT=${MERCURY_TEST_TIMEOUT:-14400} FUZZ_SETS=$sets FUZZ_SEQS=$seqs FUZZ_SEED=${FUZZ_SEED:-random}" \
 	scripts/vm-run.sh -t "${VM_TIMEOUT:-28800}" -k "$kdir" -K "$mod/sch_mercury.ko" \
 	-o "$out" "${scripts[@]}"
 rc=$?
