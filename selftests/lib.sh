@@ -189,10 +189,10 @@ wait_backlog_zero() {
 # ("--family 6" with an IPv6 $DST).
 start_receiver() {
 	local rec=$1 count=$2 idle=$3 i
-	rm -f "$rec" "$rec.ready"
+	rm -f "$rec" "$rec.ready" "$rec.stop"
 	# shellcheck disable=SC2086
 	$IP netns exec $NS_R $TRAFFIC recv --count "$count" --out "$rec" \
-		--ready "$rec.ready" --idle "$idle" ${RECV_ARGS:-} &
+		--ready "$rec.ready" --stop "$rec.stop" --idle "$idle" ${RECV_ARGS:-} &
 	recv_pid=$!
 	for ((i = 0; i < 300; i++)); do
 		[ -e "$rec.ready" ] && break
@@ -229,7 +229,8 @@ else:
 # all COUNT - N of them reached veth0's root qdisc, the link is raised to
 # $RELEASE_RATE, and the sender sends KICK (NAME:TAG:N, counted in COUNT):
 # tbf does not restart on change, the kick's enqueue does. A receiver in
-# $NS_R records the COUNT packets into REC in arrival order.
+# $NS_R records the COUNT packets (or as many as the qdisc did not drop)
+# into REC in arrival order.
 STALL_RATE=8bit
 RELEASE_RATE=100mbit
 run_stalled() {
@@ -251,8 +252,13 @@ run_stalled() {
 		rc=1
 	touch "$rec.release"
 	wait $spid || rc=1
+	# Everything sent is queued or dropped by now: once the root drained,
+	# the receiver has all it will get (fewer than COUNT when the qdisc
+	# under test dropped some) and may stop after a second of silence.
+	wait_backlog_zero veth0 1: || rc=1
+	touch "$rec.stop"
 	wait $recv_pid || rc=1
-	rm -f "$rec.queued" "$rec.release"
+	rm -f "$rec.queued" "$rec.release" "$rec.stop"
 	return $rc
 }
 
