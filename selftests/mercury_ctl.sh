@@ -250,4 +250,25 @@ expect "text stats list each level with its class" 0 "level 2 \(class 10:2\): se
 expect "delete the child of tbf" 0 "" mc delete veth0 parent 1:1 handle 10:
 ktap_check "tc sees the child deleted" no_mercury veth0
 teardown_qdisc
+
+# check: a plan against the qdisc it is deployed on (plans written by
+# mercury-place, as users write them).
+PL=$MERCURY_ROOT/userspace/place/mercury-place
+PLARGS="--profile $MERCURY_ROOT/profiles/h200/resnet50.json --cluster $MERCURY_ROOT/userspace/place/clusters/h100x4.json"
+$PL $PLARGS --levels 8 --tag-source dscp -o $W/plan8.json > /dev/null &&
+$PL $PLARGS -o $W/plan161.json > /dev/null ||
+	ktap_fail "check: mercury-place writes the plans"
+mc delete dummy0 2>/dev/null
+mc add dummy0 root handle 20: levels 8 tag dscp mask 0x3f
+expect "check: a plan squeezed to the qdisc's levels and source fits" 0 \
+	"plan8.json: 161 tensors, tags 1\.\.8 by dscp, fit 1 mercury qdisc on dummy0" mc check dummy0 plan $W/plan8.json
+expect "check: another tag source is named, exit 1" 1 \
+	"mercury 20: on dummy0: the plan tags by mark, the qdisc reads dscp" mc check dummy0 plan $W/plan161.json
+expect "check: a plan wider than the qdisc is named, exit 1" 1 \
+	"the plan uses tags up to 161, the qdisc has 8 levels" mc check dummy0 plan $W/plan161.json
+expect "check: -j lists the problems" 1 '^\{"ok":false,"qdiscs":1,"problems":\["mercury 20: on dummy0: ' \
+	mc -j check dummy0 plan $W/plan161.json
+expect "check: no mercury qdisc there, exit 1" 1 "no mercury qdisc there on dummy0" \
+	mc check dummy0 handle 30: plan $W/plan8.json
+mc delete dummy0
 ktap_finish

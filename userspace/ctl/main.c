@@ -21,6 +21,8 @@
 #include <linux/pkt_sched.h>
 #include <netlink/route/tc.h>
 
+#include <mercury/mercury.h>
+
 #include "mctl.h"
 
 
@@ -64,6 +66,7 @@ static void mctl_usage(FILE *f)
 		"  delete  DEV [root | parent X:Y] [handle H:]\n"
 		"  show    [DEV]\n"
 		"  stats   [--prometheus] [DEV]\n"
+		"  check   DEV [parent X:Y | handle H:] plan FILE\n"
 		"  help\n"
 		"OPTIONS: [levels N] [tag mark|priority|dscp] [shift BITS] [mask MASK]\n"
 		"         [untagged first|last] [untagged_share PERCENT]\n"
@@ -357,6 +360,88 @@ static int do_stats(int argc, char **argv)
 	return mctl_show(argc, argv, MCTL_SHOW_STATS);
 }
 
+/* Every mercury qdisc on DEV (or the one named) against a plan. */
+static int do_check(int argc, char **argv)
+{
+	struct mercury_plan_info pi = { 0 };
+	struct mercury_plan *plan = NULL;
+	struct mctl_problems pr = { 0 };
+	struct json_object *o, *arr;
+	struct mctl_qdisc *q = NULL;
+	const char *dev = NULL, *file;
+	uint32_t parent, handle;
+	struct mctl_nl *nl;
+	int ifindex, err, rc;
+	size_t n = 0, i, hit = 0;
+	bool placed;
+
+	rc = mctl_parse_target(&argc, &argv, "check", &dev, &parent, &handle);
+	if (rc)
+		return rc;
+	placed = parent != TC_H_ROOT || handle;
+	if (argc != 2 || strcmp(argv[0], "plan"))
+		return mctl_fail(2, "check: want 'plan FILE' after the device");
+	file = argv[1];
+	err = mercury_plan_load(file, &plan);
+	if (!err)
+		err = mercury_plan_get_info(plan, &pi, sizeof(pi));
+	if (err) {
+		/* libmercury's message names the file */
+		rc = mctl_fail(1, "%s", mercury_last_error());
+		mercury_plan_free(plan);
+		return rc;
+	}
+	nl = mctl_open_dev(dev, &ifindex, &rc);
+	if (!nl)
+		goto out_plan;
+	err = mctl_nl_dump(nl, ifindex, &q, &n);
+	if (err) {
+		rc = mctl_report(nl, "reading qdiscs", dev, err, false);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (placed && (handle ? q[i].handle != handle :
+			       q[i].parent != parent))
+			continue;
+		hit++;
+		mctl_check_plan(&q[i], dev, &pi, &pr);
+	}
+	if (!hit) {
+		rc = mctl_fail(1, "no mercury qdisc %son %s%s",
+			       placed ? "there " : "", dev,
+			       mctl_module_loaded() ? "" :
+			       " (module sch_mercury is not loaded)");
+		goto out;
+	}
+	rc = pr.n ? 1 : 0;
+	if (out_mode == MCTL_OUT_JSON) {
+		o = json_object_new_object();
+		arr = json_object_new_array();
+		for (i = 0; i < pr.n; i++)
+			json_object_array_add(arr, json_object_new_string(pr.msg[i]));
+		json_object_object_add(o, "ok", json_object_new_boolean(!pr.n));
+		json_object_object_add(o, "qdiscs", json_object_new_int64(hit));
+		json_object_object_add(o, "problems", arr);
+		printf("%s\n", json_object_to_json_string_ext(o,
+			JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(o);
+	} else if (pr.n) {
+		for (i = 0; i < pr.n; i++)
+			fprintf(stderr, "%s: %s\n", prog, pr.msg[i]);
+	} else {
+		printf("%s: %zu tensors, tags 1..%u by %s, fit %zu mercury qdisc%s on %s\n",
+		       file, mercury_plan_size(plan), pi.max_tag,
+		       mctl_source_name(pi.source), hit, hit == 1 ? "" : "s",
+		       dev);
+	}
+out:
+	mctl_qdiscs_free(q, n);
+	mctl_nl_close(nl);
+out_plan:
+	mercury_plan_free(plan);
+	return rc;
+}
+
 static int do_help(int argc, char **argv)
 {
 	(void)argc;
@@ -377,6 +462,9 @@ static const struct mctl_cmd mctl_cmds[] = {
 	{ "delete",	do_delete },
 	{ "show",	do_show },
 	{ "stats",	do_stats },
+	{ "check",	do_check },
+	/* change's documented abbreviation from before check existed */
+	{ "ch",		do_change },
 	{ "help",	do_help },
 };
 

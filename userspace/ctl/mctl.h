@@ -4,6 +4,7 @@
  *
  * opts.c    option parsing and checking, as tc spells the options
  * format.c  text, JSON and Prometheus output of struct mctl_qdisc
+ * check.c   does a plan fit a qdisc (mercuryctl check)
  * nl.c      everything that talks to the kernel (libnl-route-3)
  * main.c    the command table and error reporting
  *
@@ -101,6 +102,20 @@ void mctl_print_json(FILE *f, const struct mctl_qdisc *q, size_t n,
 		     enum mctl_what what, bool pretty);
 void mctl_print_prometheus(FILE *f, const struct mctl_qdisc *q, size_t n);
 void mctl_qdiscs_free(struct mctl_qdisc *q, size_t n);
+
+/* check.c */
+#define MCTL_MAX_PROBLEMS	8
+struct mctl_problems {
+	unsigned int	n;
+	char		msg[MCTL_MAX_PROBLEMS][320];
+};
+struct mercury_plan_info;
+/* Adds to @pr what keeps @pi's tags from reaching @q's levels as planned;
+ * returns how many it added.
+ */
+int mctl_check_plan(const struct mctl_qdisc *q, const char *dev,
+		    const struct mercury_plan_info *pi,
+		    struct mctl_problems *pr);
 
 /* nl.c */
 struct mctl_nl;

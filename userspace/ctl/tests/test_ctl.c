@@ -19,6 +19,8 @@
 
 #include <json-c/json.h>
 
+#include <mercury/mercury.h>
+
 #include "mctl.h"
 
 int mctl_main(int argc, char **argv);
@@ -568,6 +570,102 @@ static void test_cli_errors(void **state)
 	assert_non_null(strstr(out, "stats   [--prometheus] [DEV]"));
 }
 
+/* ---- check: a plan against a qdisc ---------------------------------- */
+
+static struct mctl_qdisc check_qdisc(uint8_t source, uint8_t shift,
+				     uint32_t mask, uint32_t levels)
+{
+	struct mctl_qdisc q = { .handle = 0x100000 };
+
+	mctl_opts_defaults(&q.opts);
+	q.opts.source = source;
+	q.opts.shift = shift;
+	q.opts.mask = mask;
+	q.opts.levels = levels;
+	return q;
+}
+
+static void test_check_plan(void **state)
+{
+	struct mercury_plan_info pi = {
+		.format = 1, .levels = 8, .max_tag = 8,
+		.source = MERCURY_TAG_MARK, .shift = 0, .mask = 0xffff,
+	};
+	struct mctl_qdisc q = check_qdisc(TC_MERCURY_TAG_MARK, 0, 0xffff, 8);
+	struct mctl_problems pr = { 0 };
+
+	(void)state;
+	/* the plan mercury-place --levels 8 writes, on "levels 8" */
+	assert_int_equal(mctl_check_plan(&q, "eth0", &pi, &pr), 0);
+	assert_int_equal(pr.n, 0);
+
+	/* wider than the qdisc: the tags above share its last level */
+	pi.max_tag = 161;
+	assert_int_equal(mctl_check_plan(&q, "eth0", &pi, &pr), 1);
+	assert_string_equal(pr.msg[0], "mercury 10: on eth0: the plan uses tags up to 161, the qdisc has 8 levels: tags 8..161 all share level 8 (squeeze the plan: mercury-place --levels 8)");
+
+	/* a tagger writing DSCP into a qdisc reading the mark */
+	pr.n = 0;
+	pi.max_tag = 8;
+	pi.source = MERCURY_TAG_DSCP;
+	pi.mask = 0x3f;
+	q.opts.mask = 0x3f;
+	assert_int_equal(mctl_check_plan(&q, "eth0", &pi, &pr), 1);
+	assert_non_null(strstr(pr.msg[0], "the plan tags by dscp, the qdisc reads mark: every packet is untagged there"));
+
+	/* the masks cut tag 8 to 0 */
+	pr.n = 0;
+	q = check_qdisc(TC_MERCURY_TAG_DSCP, 0, 0x7, 8);
+	assert_int_equal(mctl_check_plan(&q, "eth0", &pi, &pr), 1);
+	assert_string_equal(pr.msg[0], "mercury 10: on eth0: tag 8 does not survive the masks (plan 0x3f, qdisc 0x7): it arrives as tag 0");
+
+	/* shifts differ, and tag 8 << 3 is wider than DSCP's six bits */
+	pr.n = 0;
+	q = check_qdisc(TC_MERCURY_TAG_DSCP, 3, 0x3f, 8);
+	pi.shift = 3;
+	assert_int_equal(mctl_check_plan(&q, "eth0", &pi, &pr), 1);
+	assert_string_equal(pr.msg[0], "mercury 10: on eth0: tag 8 shifted by 3 does not fit the six DSCP bits");
+	pi.shift = 0;
+	pr.n = 0;
+	assert_int_equal(mctl_check_plan(&q, "eth0", &pi, &pr), 1);
+	assert_string_equal(pr.msg[0], "mercury 10: on eth0: the plan shifts tags by 0 bits, the qdisc by 3: tags arrive scaled");
+
+	/* everything wrong at once: every problem is listed, none lost */
+	pr.n = 0;
+	q = check_qdisc(TC_MERCURY_TAG_PRIORITY, 4, 0x3, 2);
+	assert_int_equal(mctl_check_plan(&q, "eth0", &pi, &pr), 4);
+}
+
+static void test_check_cli(void **state)
+{
+	char out[1024], err[1024];
+	char path[] = "/tmp/mctl-plan-XXXXXX";
+	int fd;
+
+	(void)state;
+	assert_int_equal(run_cli(ARGC("mercuryctl", "check", "eth0"),
+				 ARGV("mercuryctl", "check", "eth0"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: check: want 'plan FILE' after the device\n");
+	/* "ch" stays change's abbreviation, "che" is check */
+	assert_int_equal(run_cli(ARGC("mercuryctl", "ch"), ARGV("mercuryctl", "ch"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: changing a qdisc: which device?\n");
+	assert_int_equal(run_cli(ARGC("mercuryctl", "che"), ARGV("mercuryctl", "che"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_string_equal(err, "mercuryctl: check: which device?\n");
+	/* a broken plan is reported before the kernel is asked anything */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "{\"mercury_plan\": 1, \"priorities\": [", 35), 35);
+	close(fd);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "check", "eth0", "plan", path),
+				 ARGV("mercuryctl", "check", "eth0", "plan", path),
+				 out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, path));
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +682,8 @@ int main(void)
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_prometheus),
 		cmocka_unit_test(test_cli_errors),
+		cmocka_unit_test(test_check_plan),
+		cmocka_unit_test(test_check_cli),
 	};
 
 	return cmocka_run_group_tests_name("mercuryctl", tests, NULL, NULL);
