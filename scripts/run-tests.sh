@@ -2,18 +2,19 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build everything and run every test suite: style, host unit tests of each
-# userspace component, and the kernel selftests in one VM boot. Prints each
+# userspace component, userspace under faults (ASan+UBSan), and the kernel
+# selftests in one VM boot. Prints each
 # result as KTAP and ends with "N passed, N failed, N skipped". A suite that
 # cannot run counts as failed, never as skipped.
 #
-#   scripts/run-tests.sh [SUITE...]   suites: build style unit install vm
+#   scripts/run-tests.sh [SUITE...]   suites: build style unit faults install vm
 #                                     (default: all of them)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 logs=$top/out/tests
 mkdir -p "$logs"
-suites=${*:-build style unit install vm}
+suites=${*:-build style unit faults install vm}
 
 pass=0
 fail=0
@@ -105,6 +106,8 @@ for s in $suites; do
 			d=$(dirname "$m")
 			run_suite "unit-$(basename "$d")" make -s -C "$d" test
 		done ;;
+	faults)
+		run_suite faults selftests/faults/faults.sh ;;
 	install)
 		run_suite host-install selftests/host_install.sh ;;
 	vm)

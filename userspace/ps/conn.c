@@ -239,6 +239,7 @@ int ps_conn_read(struct ps_conn *c, ps_dest_fn dest, ps_frame_fn done,
 		}
 		progress = 1;
 		c->bytes_in += n;
+		c->last_in_ns = ps_now_ns();
 		if (!c->in_payload) {
 			c->hdr_got += n;
 			if (c->hdr_got < MERCURY_FRAME_HDR_LEN)

@@ -170,6 +170,7 @@ struct ps_conn {
 	struct mercury_tagger *tagger;	/* mercury: tag each frame's socket */
 	uint8_t hello[PS_HELLO_LEN];
 	uint64_t bytes_out, bytes_in;
+	int64_t last_in_ns;		/* when bytes last arrived (0: never) */
 };
 
 /* Min-heap of frames waiting for the application's scheduler. */

@@ -202,12 +202,39 @@ static void addr_str(const struct sockaddr_in *a, char *buf, size_t len)
 	snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
 }
 
+/* Why accept_all() is still waiting: the workers with connections
+ * missing, the connections that never finished their hello, and the last
+ * one dropped.
+ */
+static void missing_workers(const struct srv *v, const struct ps_conn *pend,
+			    int npend, const char *dropped, char *buf,
+			    size_t len)
+{
+	size_t off = 0;
+	int w, i, have;
+
+	buf[0] = '\0';
+	for (w = 0; w < v->W && off < len; w++) {
+		for (have = 0, i = 0; i < v->C; i++)
+			have += v->conns[w * v->C + i].fd >= 0;
+		if (have < v->C)
+			off += snprintf(buf + off, len - off, "%sworker %d has %d of %d",
+					off ? ", " : "", w, have, v->C);
+	}
+	for (i = 0; i < npend && off < len; i++)
+		off += snprintf(buf + off, len - off, "; %s connected but sent no hello",
+				pend[i].addr);
+	if (*dropped && off < len)
+		snprintf(buf + off, len - off, "; %s", dropped);
+}
+
 /* Accept until every worker's every connection has said hello. */
 static int accept_all(struct srv *v)
 {
 	int want = v->W * v->C, placed = 0, npend = 0, i;
 	struct ps_conn pend[2 * PS_MAX_CHANNELS * 4];
 	int64_t deadline = ps_now_ns() + (int64_t)v->cfg->timeout_ms * 1000000;
+	char dropped[320] = "";
 
 	memset(pend, 0, sizeof(pend));
 	while (placed < want) {
@@ -216,8 +243,11 @@ static int accept_all(struct srv *v)
 		int n = 0, ret;
 
 		if (now >= deadline) {
-			ps_error(v->cfg, "server %d: only %d of %d worker connections arrived in %d s",
-				 v->s, placed, want, v->cfg->timeout_ms / 1000);
+			char why[768];
+
+			missing_workers(v, pend, npend, dropped, why, sizeof(why));
+			ps_error(v->cfg, "server %d: only %d of %d worker connections arrived in %d s: %s",
+				 v->s, placed, want, v->cfg->timeout_ms / 1000, why);
 			goto fail;
 		}
 		pfd[n++] = (struct pollfd){ .fd = v->lfd, .events = POLLIN };
@@ -246,7 +276,14 @@ static int accept_all(struct srv *v)
 
 			ret = ps_conn_read(c, hello_dest, hello_done, v);
 			if (ret < 0 && c->peer != -2) {
-				/* a stranger or a worker that gave up: drop it */
+				/* a stranger or a worker that gave up: drop it,
+				 * and remember why, for the timeout's message
+				 */
+				snprintf(dropped, sizeof(dropped), "%s %s before its hello",
+					 c->addr, ret == -EPROTO || ret == -EBADMSG ||
+					 ret == -EPROTONOSUPPORT || ret == -EINVAL ?
+					 "sent a malformed frame" :
+					 "closed the connection");
 				close(c->fd);
 				pend[i--] = pend[--npend];
 				continue;

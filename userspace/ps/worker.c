@@ -424,6 +424,30 @@ static int peer_failed(struct wrk *v, struct ps_conn *c, int err)
 	return 1;
 }
 
+/* "server S at ADDR, ..." for every server none of whose connections
+ * brought a byte since @since: whom a stalled iteration waits for.
+ */
+static void silent_servers(const struct wrk *v, int64_t since, char *buf,
+			   size_t len)
+{
+	size_t off = 0;
+	int s, i;
+
+	buf[0] = '\0';
+	for (s = 0; s < v->S && off < len; s++) {
+		const struct ps_conn *c = &v->conns[s * v->C];
+		bool heard = false;
+
+		for (i = 0; i < v->C; i++)
+			heard |= c[i].last_in_ns > since;
+		if (!heard)
+			off += snprintf(buf + off, len - off, "%sserver %d at %s",
+					off ? ", " : "", s, c->addr);
+	}
+	if (!off)
+		snprintf(buf, len, "none for the whole time");
+}
+
 /* Most urgent tag (rank) with bytes in flight; UINT_MAX if none. */
 static unsigned int inflight_min_tag(const struct wrk *v)
 {
@@ -539,8 +563,11 @@ static int run(struct wrk *v)
 				wake = now;
 		now = ps_now_ns();
 		if (now - v->last_net > tmo) {
-			ps_error(v->cfg, "no data from the servers for %d s during iteration %d",
-				 v->cfg->timeout_ms / 1000, v->iter);
+			char silent[512];
+
+			silent_servers(v, now - tmo, silent, sizeof(silent));
+			ps_error(v->cfg, "no data from the servers for %d s during iteration %d (silent: %s)",
+				 v->cfg->timeout_ms / 1000, v->iter, silent);
 			free(pfd);
 			return 1;
 		}

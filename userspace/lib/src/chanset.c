@@ -121,8 +121,8 @@ static int chanset_alloc(size_t n, const struct mercury_chanset_opts *opts,
 	const struct mercury_tag_opts *topts;
 	const unsigned int *classes;
 	struct mercury_chanset *cs;
+	int err, outq, timeout_ms;
 	size_t i;
-	int err;
 
 	if (!OPTS_VALID(opts, mercury_chanset_opts))
 		return -errno;
@@ -150,18 +150,21 @@ static int chanset_alloc(size_t n, const struct mercury_chanset_opts *opts,
 		mercury_chanset_free(cs);
 		return mercury_err(EINVAL, "chanset: chunk_size above 4 GiB - 1");
 	}
-	cs->outq = OPTS_GET(opts, outq, MERCURY_OUTQ_KERNEL);
-	if (cs->outq != MERCURY_OUTQ_KERNEL && cs->outq != MERCURY_OUTQ_MANUAL) {
+	/* the values are checked before they are stored: cs is freed */
+	outq = OPTS_GET(opts, outq, MERCURY_OUTQ_KERNEL);
+	if (outq != MERCURY_OUTQ_KERNEL && outq != MERCURY_OUTQ_MANUAL) {
 		mercury_chanset_free(cs);
-		return mercury_err(EINVAL, "chanset: unknown outq mode %d", cs->outq);
+		return mercury_err(EINVAL, "chanset: unknown outq mode %d", outq);
 	}
+	cs->outq = outq;
 	cs->own_fds = OPTS_GET(opts, own_fds, false);
-	cs->timeout_ms = OPTS_GET(opts, timeout_ms, 0);
-	if (cs->timeout_ms < 0) {
+	timeout_ms = OPTS_GET(opts, timeout_ms, 0);
+	if (timeout_ms < 0) {
 		mercury_chanset_free(cs);
 		return mercury_err(EINVAL, "chanset: timeout_ms %d is negative",
-				   cs->timeout_ms);
+				   timeout_ms);
 	}
+	cs->timeout_ms = timeout_ms;
 	if (!cs->timeout_ms)
 		cs->timeout_ms = DEFAULT_TIMEOUT_MS;
 	if (!OPTS_GET(opts, no_tag, false)) {
