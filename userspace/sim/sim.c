@@ -141,7 +141,7 @@ void msim_params_default(struct msim_params *p)
 	 * credit of 4M parameters. */
 	p->partition = 4000000;
 	p->credit = 16000000;
-	/* One start-up rule for every scheme but ideal, measured on
+	/* One start-up rule for every scheme, ideal included, measured on
 	 * mercury-ps (Documentation/simulator.md, "Start-up cost"): a frame
 	 * holds its sender's path for at least MSIM_FRAME_COST and carries a
 	 * 32-byte frame header; a message costs nothing beyond its frames. */
@@ -457,8 +457,6 @@ static int link_event(struct msim_state *s, int l, unsigned int version,
  * fractional once frame headers are spread over a stream's chunks). */
 static double stream_wire(const struct msim_state *s, double x)
 {
-	if (s->scheme == MSIM_IDEAL)
-		return x;
 	return x + ceil(x / s->mss - 1e-9) * s->par->hdr;
 }
 
@@ -499,7 +497,8 @@ double msim_stream_frames(uint64_t bytes, int servers, uint64_t unit)
 
 /* Cut tensors into streams (partitions, slices or whole tensors) and
  * streams into chunks; -E2BIG past MSIM_MAX_CHUNKS.  The start-up rule,
- * the same for every scheme but ideal: a stream's first chunk holds the
+ * the same for every scheme, ideal included (a bound on what any order
+ * achieves under the same costs): a stream's first chunk holds the
  * sender's path for --msg-overhead before its bytes; each chunk carries
  * the 32-byte headers of the data-plane frames it stands for and holds
  * the path for at least frames * --frame-cost (the sender handles a
@@ -512,12 +511,11 @@ static int build_messages(struct msim_state *s)
 	const struct msim_params *par = s->par;
 	int bs = s->scheme == MSIM_BYTESCHED;
 	int whole = bs || s->scheme == MSIM_VANILLA;
-	int free_ride = s->scheme == MSIM_IDEAL;
 	uint64_t cut = bs ? par->partition : par->slice;
 	double rate = s->link[LINK_PUSH].rate;
-	double ovh = free_ride ? 0 : par->msg_overhead_s * rate;
-	double fcost = free_ride ? 0 : par->frame_cost_s * rate;
-	double fhdr = free_ride ? 0 : par->frame_hdr;
+	double ovh = par->msg_overhead_s * rate;
+	double fcost = par->frame_cost_s * rate;
+	double fhdr = par->frame_hdr;
 	/* the frame of mercury-ps: a server's piece of a partition, a whole
 	 * shard, or a chunk of it */
 	uint64_t unit = bs ? (cdiv(par->partition, par->servers) + 3) / 4 * 4 :
@@ -551,8 +549,7 @@ static int build_messages(struct msim_state *s)
 		for (off = 0; off < b; off += sc, stream++) {
 			uint64_t sb = b - off < sc ? b - off : sc;
 			uint64_t ch = whole ? sb : s->chunk, x;
-			double nf = free_ride ? 0 :
-				    msim_stream_frames(sb, par->servers, unit);
+			double nf = msim_stream_frames(sb, par->servers, unit);
 			double hb = nf * fhdr / sb;	/* header per byte */
 
 			for (x = 0; x < sb; x += ch, n++, idx++) {

@@ -250,8 +250,8 @@ static void test_tiny_headers(void **state)
 	 * a0 1.55-2.1, a1 -2.65, b1 -3.2; forward a 2.65-3.65, b (home
 	 * 3.2) 3.65-4.65 */
 	assert_float_equal(run(&p, MSIM_MERCURY), 4.65, EPS);
-	/* ideal ignores headers */
-	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
+	/* ideal pays the headers too: the same schedule as mercury here */
+	assert_float_equal(run(&p, MSIM_IDEAL), 4.65, EPS);
 	/* one chunk per tensor: the preemption at 1.0 (550 of 1100 wire
 	 * bytes) still ends a piece that is summed and pulled 1.0-1.55;
 	 * a 1.0-2.1, rest of b 2.1-2.65; pull a 2.1-3.2, rest of b
@@ -364,8 +364,13 @@ static void test_tiny_frame_rule(void **state)
 	/* vanilla: one frame per tensor, 1050 B: push b 0.45-1.5, a
 	 * -2.55; pull b 1.5-2.55, a 2.55-3.6; forward a 3.6-4.6, b -5.6 */
 	assert_float_equal(run(&p, MSIM_VANILLA), 5.6, EPS);
-	/* ideal pays nothing (test_tiny_ideal) */
-	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
+	/* ideal pays the same rule, with its preemptive schedule: push b0
+	 * 0.45-1.0; a, ready at 1.0, goes first: a0 -1.55, a1 -2.1, b1
+	 * -2.65; pull b0 1.0-1.55, a0 -2.1, a1 -2.65, b1 -3.2; forward a
+	 * 2.65-3.65, b -4.65 */
+	assert_float_equal(run(&p, MSIM_IDEAL), 4.65, EPS);
+	/* and Mercury, whose packets cannot be preempted, no better */
+	assert_true(run(&p, MSIM_MERCURY) >= 4.65 - EPS);
 
 	/* a frame holds its sender for at least 0.75 ms.  fifo-stream's
 	 * 500-byte frames take 0.75 ms each: push b0 0.45-1.2, b1 -1.95,
@@ -382,7 +387,11 @@ static void test_tiny_frame_rule(void **state)
 	p.partition = 500;
 	p.credit = 1000000;
 	assert_float_equal(run(&p, MSIM_BYTESCHED), 6.2, EPS);
-	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
+	/* ideal pays the frames too but preempts inside one: b0 0.45-1.0
+	 * (0.55 of its 0.75 ms), a0 1.0-1.75, a1 -2.5, rest of b0 -2.7, b1
+	 * -3.45; pull a0 1.75-2.5, a1 -3.25, b1 3.45-4.2; forward a
+	 * 3.25-4.25, b -5.25 */
+	assert_float_equal(run(&p, MSIM_IDEAL), 5.25, EPS);
 	/* two servers: every tensor is two 500-byte shards, so vanilla
 	 * sends two frames per tensor (a worker's path: 2000 B/ms, a frame
 	 * 0.75 ms, a tensor 1.5 ms, wire 0.5 ms): push b 0.45-1.95, a
