@@ -262,6 +262,22 @@ run_stalled() {
 	return $rc
 }
 
+# stalled_fill REC SEND-ARGS...: run_stalled with the kick one more packet
+# of the last burst's flow; sets $total to every packet sent, the kick's
+# included.
+stalled_fill() {
+	local rec=$1 b last=
+	shift
+	total=1
+	for b in "$@"; do
+		case $b in *:*:*)
+			total=$((total + ${b##*:}))
+			last=${b%:*} ;;
+		esac
+	done
+	run_stalled "$rec" "$total" "$last:1" "$@"
+}
+
 check() { $TRAFFIC check "$@"; }
 
 # The link the tests slow down: tbf at RATE on the sender's veth0, with

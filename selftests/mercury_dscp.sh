@@ -79,7 +79,7 @@ SEND_NS=$NS_C
 # "TAG=PACKETS" per class that must have sent exactly that many packets
 # ("0=" is the untagged class), every other level none.
 case_run() {
-	local name=$1 expect=$2 qargs=() sargs=() cargs=() total=0 b last
+	local name=$1 expect=$2 qargs=() sargs=() cargs=() total
 	local tag want got bad=
 	shift 2
 	while [ "$1" != "--" ]; do qargs+=("$1"); shift; done
@@ -87,19 +87,12 @@ case_run() {
 	while [ "$1" != "--" ]; do sargs+=("$1"); shift; done
 	shift
 	cargs=("$@")
-	for b in "${sargs[@]}"; do
-		case $b in *:*:*)
-			total=$((total + ${b##*:}))
-			last=${b%:*} ;;
-		esac
-	done
-	total=$((total + 1))	# the kick: one more packet of the last flow
 	log "$name: qdisc ${qargs[*]}; send ${sargs[*]}"
 	if ! setup_tbf $STALL_RATE mercury "${qargs[@]}"; then
 		ktap_fail "$name (qdisc setup)"
 		return
 	fi
-	if ! run_stalled $R $total "$last:1" "${sargs[@]}"; then
+	if ! stalled_fill $R "${sargs[@]}"; then
 		ktap_fail "$name (traffic)"
 		teardown_qdisc
 		return

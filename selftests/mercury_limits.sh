@@ -36,18 +36,11 @@ received() { python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))
 # machine), release it, kick with one more packet of the last flow, and
 # wait until it drained; $total is what was sent, $got what arrived.
 overflow() {
-	local opts=() b last=
+	local opts=()
 	while [ "$1" != "--" ]; do opts+=("$1"); shift; done
 	shift
-	total=1
-	for b in "$@"; do
-		case $b in *:*:*)
-			total=$((total + ${b##*:}))
-			last=${b%:*} ;;
-		esac
-	done
 	setup_tbf $STALL_RATE mercury "${opts[@]}"
-	run_stalled $R "$total" "$last:1" "$@" || log "run_stalled failed"
+	stalled_fill $R "$@" || log "stalled_fill failed"
 	wait_backlog_zero veth0 10:
 	got=$(received)
 }

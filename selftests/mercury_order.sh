@@ -22,26 +22,19 @@ R=/tmp/order.json
 
 # case NAME QDISC-ARGS -- SEND-ARGS -- CHECK-ARGS
 case_run() {
-	local name=$1 qargs=() sargs=() cargs=() total last=
+	local name=$1 qargs=() sargs=() cargs=() total
 	shift
 	while [ "$1" != "--" ]; do qargs+=("$1"); shift; done
 	shift
 	while [ "$1" != "--" ]; do sargs+=("$1"); shift; done
 	shift
 	cargs=("$@")
-	total=1	# the kick: one more packet of the last flow
-	for b in "${sargs[@]}"; do
-		case $b in *:*:*)
-			total=$((total + ${b##*:}))
-			last=${b%:*} ;;
-		esac
-	done
 	log "$name: qdisc ${qargs[*]}; send ${sargs[*]}"
 	if ! setup_tbf $STALL_RATE "${qargs[@]}"; then
 		ktap_fail "$name (qdisc setup)"
 		return
 	fi
-	if run_stalled $R $total "$last:1" "${sargs[@]}" &&
+	if stalled_fill $R "${sargs[@]}" &&
 	   check "${cargs[@]}" --rec $R --expect $total &&
 	   wait_backlog_zero veth0 10: &&
 	   [ "$(qdisc_stat veth0 10: packets)" = "$total" ] &&
