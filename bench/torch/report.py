@@ -61,9 +61,14 @@ def summarize(model, schemes, out):
         ok = [r for r in schemes.get(s, []) if r["ok"]]
         if not ok:
             continue
-        # a run's throughput: the slower rank's (both end within one
-        # all-reduce of each other)
-        ips = [min(k["it_per_s"] for k in r["ranks"]) for r in ok]
+        # A run's throughput: all its iterations over the time from the
+        # first forward to the last step applied, the slower rank's. Not
+        # worker.py's it_per_s (after the warm-up): mercury.torch's first
+        # backward returns with its gradients still in flight, so a window
+        # opening at the second forward would charge it one iteration's
+        # traffic more than DDP, whose first iteration is over by then.
+        ips = [min(k["iters"] / (k["end"] - k["starts"][0]) for k in r["ranks"])
+               for r in ok]
         losses = [[statistics.fmean(v) for v in zip(*(k["losses"] for k in r["ranks"]))]
                   for r in ok]
         times = [[statistics.fmean(v) for v in zip(*(iter_times(k) for k in r["ranks"]))]
@@ -110,11 +115,11 @@ def report(out, rate):
             text.append("%s: no run finished" % model)
             continue
         text.append("%s: batch %d x %dpx per rank, %.1f M parameters (%.1f MB "
-                    "of gradients), 2 ranks, link %s, %d iterations (%d "
-                    "warm-up)" % (model, any_row["batch"], any_row["size"],
-                                  any_row["params"] / 1e6,
-                                  4e-6 * any_row["params"], rate,
-                                  any_row["iters"], any_row["warmup"]))
+                    "of gradients), 2 ranks, link %s, it/s over all %d "
+                    "iterations" % (model, any_row["batch"], any_row["size"],
+                                    any_row["params"] / 1e6,
+                                    4e-6 * any_row["params"], rate,
+                                    any_row["iters"]))
         text.append("  %-28s %4s %8s %17s %7s %7s %10s %9s" % (
             "scheme", "runs", "it/s", "spread (min-max)", "vs DDP",
             "vs fifo", "s/iter", "loss@%d" % any_row["iters"]))

@@ -6,11 +6,14 @@ in the rank's network namespace (torch.distributed env:// rendezvous).
     worker.py --scheme ddp|mercury --model resnet18 --batch 16 --size 64 \\
         --iters 12 --warmup 2 -o rank0.json
 
-Writes the per-iteration start times, the local loss of every iteration
-and the throughput over the measured iterations (after --warmup), measured
-from the start of the first measured forward to the moment the last step
-is applied everywhere (mercury.torch: after synchronize(), which waits for
-the last all-reduces), so both wrappers are charged all their traffic.
+Writes the per-iteration start times, the end (the moment the last step
+is applied: mercury.torch after synchronize(), which waits for the last
+all-reduces, so both wrappers are charged all their traffic), the local
+loss of every iteration and a checksum of the final parameters.
+report.py takes the throughput over all iterations, start to end. The
+it_per_s written here (after --warmup) is kept for reference only: it
+would charge mercury.torch one iteration's traffic more than DDP, whose
+first all-reduces are over before its second forward.
 """
 import argparse
 import json
