@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 """The table and plot of bench/torch/run.sh, from what a run recorded.
 
-    report.py --out OUTDIR [--rate RATE] [--no-plot]
+    report.py --out OUTDIR [--rate RATE] [--no-plot] [--also DIR]...
 
 Reads OUTDIR/runs/index ("TAG REQ" per run, TAG = model.scheme.repeat),
 OUTDIR/runs/TAG.r{0,1}.json (worker.py), OUTDIR/runs/sim-MODEL-SCHEME.json
@@ -29,22 +29,24 @@ LABEL = {"ddp": "stock DDP", "fifo": "mercury.torch, pfifo",
 SIM_OF = {"fifo": "fifo-stream", "mercury": "mercury", "prio": "mercury"}
 
 
-def load_runs(out):
+def load_runs(outs):
+    """The runs of every directory of outs (several boots' runs pooled)."""
     runs = {}
-    with open(os.path.join(out, "runs", "index")) as f:
-        for line in f:
-            if not line.split():
-                continue
-            tag = line.split()[0]
-            model, scheme, rep = tag.rsplit(".", 2)
-            ranks = []
-            for r in (0, 1):
-                p = os.path.join(out, "runs", "%s.r%d.json" % (tag, r))
-                if os.path.exists(p):
-                    with open(p) as g:
-                        ranks.append(json.load(g))
-            runs.setdefault(model, {}).setdefault(scheme, []).append(
-                {"rep": int(rep), "ranks": ranks, "ok": len(ranks) == 2})
+    for out in outs:
+        with open(os.path.join(out, "runs", "index")) as f:
+            for line in f:
+                if not line.split():
+                    continue
+                tag = line.split()[0]
+                model, scheme, rep = tag.rsplit(".", 2)
+                ranks = []
+                for r in (0, 1):
+                    p = os.path.join(out, "runs", "%s.r%d.json" % (tag, r))
+                    if os.path.exists(p):
+                        with open(p) as g:
+                            ranks.append(json.load(g))
+                runs.setdefault(model, {}).setdefault(scheme, []).append(
+                    {"rep": int(rep), "ranks": ranks, "ok": len(ranks) == 2})
     return runs
 
 
@@ -104,8 +106,8 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def report(out, rate):
-    runs = load_runs(out)
+def report(out, rate, also=()):
+    runs = load_runs([out] + list(also))
     text, js = [], {"rate": rate, "models": {}}
     for model in sorted(runs):
         rows = summarize(model, runs[model], out)
@@ -235,8 +237,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--rate", default="?")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--also", action="append", default=[], metavar="DIR",
+                    help="pool the runs of another run directory (another "
+                    "boot) with OUTDIR's; the simulator's input stays "
+                    "OUTDIR's")
     a = ap.parse_args()
-    text, js = report(a.out, a.rate)
+    text, js = report(a.out, a.rate, a.also)
     print("\n".join(text))
     with open(os.path.join(a.out, "bench-torch.txt"), "w") as f:
         f.write("\n".join(text) + "\n")
