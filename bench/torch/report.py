@@ -215,11 +215,13 @@ def plot(out, js):
                         r["losses"][0][i]))
     gp = ['set terminal pngcairo size 1200,%d font ",10"' % (400 * len(models)),
           'set output "%s"' % os.path.join(out, "bench-torch.png"),
+          "set termoption noenhanced",
           "set multiplot layout %d,2" % len(models), "set grid",
-          "set key top right"]
+          "set key top left", "set xtics 1"]
     for m in models:
         rows = js["models"][m]["_rows"]
-        for col, ylab in ((2, "iteration time (s), median of runs"),
+        for col, ylab in ((2, "iteration time (s), median of runs; the last "
+                           "one lasts until its step is applied"),
                           (3, "training loss (mean of ranks)")):
             gp.append('set title "%s: %s"' % (m, ylab))
             gp.append('set xlabel "iteration"')
