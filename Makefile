@@ -5,6 +5,8 @@
 #   make test       install what is missing, build, run every test (host + VM)
 #   make demo       install what is missing, build, boot the VM, show Mercury vs FIFO
 #   make bench      the full emulated-training benchmark (Documentation/benchmark.md)
+#   make bench-torch real PyTorch (host ranks) through the guest's qdiscs
+#                   (Documentation/torch.md, about 40 minutes)
 #   make perf       the qdisc cost benchmark (Documentation/performance.md)
 #   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)
 #   make style      checkpatch --strict on kmod/ and tc-plugin/
@@ -22,7 +24,7 @@ CHECKPATCH = build/linux-src/scripts/checkpatch.pl
 
 USERSPACE_DIRS = $(wildcard userspace/*/Makefile)
 
-.PHONY: all module tc-plugin userspace deps test demo bench style check clean
+.PHONY: all module tc-plugin userspace deps test demo bench bench-torch style check clean
 
 all: module tc-plugin userspace
 
@@ -47,6 +49,11 @@ demo: deps
 
 bench: deps all
 	bench/run.sh --full
+
+# Not part of make test (a guest boot of about 40 minutes); its report
+# code is (bench/torch/test_report.py, suite unit-torch).
+bench-torch: deps all
+	bench/torch/run.sh -o $(CURDIR)/out/bench-torch
 
 # CAMELCASE is ignored: its only hits are the kernel's own Qdisc,
 # Qdisc_ops and Qdisc_class_ops, which --no-tree cannot know are existing

@@ -5,7 +5,7 @@
 # host root filesystem shared read-only over 9p, run guest test scripts,
 # and carry every result out.
 #
-#   scripts/vm-run.sh [-o OUTDIR] [-t SECONDS] [-m MiB] [-k KDIR [-K KO]] SCRIPT...
+#   scripts/vm-run.sh [-o OUTDIR] [-t SECONDS] [-m MiB] [-k KDIR [-K KO]] [-n TAP]... SCRIPT...
 #
 # Each SCRIPT (a file under the project root: the guest's /tmp is its own)
 # runs as root in the guest, in the project root, under bash,
@@ -18,6 +18,13 @@
 # VM_QEMU_ARGS (extra qemu options, split on blanks) and VM_APPEND (extra
 # kernel command line) let a benchmark change the emulation, e.g.
 # bench/pktgen/run.sh boots the guest on the TSC clocksource.
+#
+# -n TAP (repeatable) gives the guest one virtio-net port per host tap
+# device, in order (the guest's first non-loopback device is the first
+# TAP), so that host processes can send through the guest's qdiscs
+# (bench/torch/run.sh). The caller creates each tap beforehand (ip tuntap
+# add TAP mode tap) and may move it into a namespace once qemu holds it
+# (/sys/class/net/TAP/carrier reads 1): it stays attached.
 #
 # -k KDIR (or VM_KERNEL=KDIR) boots a kernel of our own instead, as built
 # by scripts/debug-kernel/build.sh: KDIR/bzImage with everything built in,
@@ -36,15 +43,19 @@ timeout_s=1500
 mem=2048
 kdir=${VM_KERNEL:-}
 ko=${VM_MODULE:-}
+nics=()
 
-while getopts "o:t:m:k:K:" opt; do
+while getopts "o:t:m:k:K:n:" opt; do
 	case $opt in
 	o) out=$OPTARG ;;
 	t) timeout_s=$OPTARG ;;
 	m) mem=$OPTARG ;;
 	k) kdir=$OPTARG ;;
 	K) ko=$OPTARG ;;
-	*) echo "usage: $0 [-o OUTDIR] [-t SECONDS] [-m MiB] [-k KDIR [-K KO]] SCRIPT..." >&2; exit 2 ;;
+	n) i=$((${#nics[@]} / 4))
+	   nics+=(-netdev "tap,id=tap$i,ifname=$OPTARG,script=no,downscript=no"
+		-device "virtio-net-pci,netdev=tap$i") ;;
+	*) echo "usage: $0 [-o OUTDIR] [-t SECONDS] [-m MiB] [-k KDIR [-K KO]] [-n TAP]... SCRIPT..." >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -120,6 +131,7 @@ timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
 	-device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
 	-fsdev local,id=res,path="$out",security_model=none,multidevs=remap \
 	-device virtio-9p-pci,fsdev=res,mount_tag=results \
+	"${nics[@]}" \
 	< /dev/null > "$out/console.log" 2>&1 &
 qpid=$!
 

@@ -1,0 +1,117 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# The network of bench/torch/run.sh, in the guest (run by scripts/vm-run.sh
+# with one -n TAP per rank): port i (the i-th virtio-net device, the tap of
+# rank i's host namespace) is 10.77.(i+1).1/24, and the guest routes between
+# the ports. Each port's egress is a tbf at RATE whose child is the qdisc
+# under test, so the queue that builds when rank i sends to rank j is the
+# one on port j: it stands in for rank i's NIC queue.
+#
+# The host drives the schemes through the results share: it writes
+# req.N holding one line "SCHEME"; the guest saves the counters of what ran
+# before (stats.N-1), sets every port to SCHEME and answers ack.N with the
+# resulting qdiscs. "done" ends the script. Settings: $MERCURY_OUT/torch.env.
+source "$(dirname "$0")/../../selftests/lib.sh"
+
+OUT=${MERCURY_OUT:-/tmp}
+source "$OUT/torch.env"
+PORTS=${PORTS:-2}
+RATE=${RATE:-100mbit}
+MTU=${MTU:-1500}
+LIMIT=${LIMIT:-2000}		# packets of every scheme's queue (prio: per band)
+BURST=${BURST:-}
+[ -n "$BURST" ] || BURST=$(( 2 * (MTU + 14) > 15000 ? 2 * (MTU + 14) : 15000 ))
+WAIT=${WAIT:-3600}		# seconds the host may take between two requests
+
+modprobe virtio_net || { echo "not ok 1 no virtio_net"; exit 1; }
+modprobe sch_tbf; modprobe sch_prio; modprobe cls_u32
+mercury_load
+
+# The ports: every net device but lo, in probe order (PCI order = the
+# order of vm-run.sh's -n options).
+ports=()
+for i in $(seq 100); do
+	mapfile -t ports < <(ls /sys/class/net | grep -v '^lo$' | sort -V)
+	[ ${#ports[@]} -ge "$PORTS" ] && break
+	sleep 0.1
+done
+[ ${#ports[@]} -ge "$PORTS" ] || { echo "not ok 1 only ${#ports[@]} of $PORTS ports"; exit 1; }
+for i in $(seq 0 $((PORTS - 1))); do
+	d=${ports[$i]}
+	$IP link set "$d" mtu "$MTU" up
+	$IP addr add "10.77.$((i + 1)).1/24" dev "$d"
+	log "port $i: $d $(cat /sys/class/net/$d/address) 10.77.$((i + 1)).1/24"
+done
+sysctl -qw net.ipv4.ip_forward=1
+
+# set_scheme SCHEME: tbf at RATE on every port, the scheme's qdisc below.
+#   fifo     pfifo: one FIFO. (pfifo_fast is not one here: for a forwarded
+#            packet the kernel sets skb->priority from the TOS bits
+#            (ip_forward -> rt_tos2priority), and pfifo_fast's fixed
+#            priomap would then serve some DSCP channels before others.)
+#   prio     prio with 16 bands, each a pfifo; u32 filters on the DSCP
+#            put tag d in band d (class 10:(d+1)): DSCP 0 (untagged: the
+#            rendezvous store, DDP) in band 0, the most urgent, as
+#            sch_mercury's "untagged first" does, channel k (tag k) in
+#            band k; DSCP 15..63 share the last band. (priomap alone
+#            cannot: it maps skb->priority, which a router derives from
+#            the old TOS bits, not from the DSCP.)
+#   mercury  sch_mercury reading the DSCP (tag dscp).
+set_scheme() {
+	local d q b
+	for i in $(seq 0 $((PORTS - 1))); do
+		d=${ports[$i]}
+		$TC qdisc del dev "$d" root 2>/dev/null
+		$TC qdisc add dev "$d" root handle 1: tbf rate "$RATE" burst "$BURST" \
+			limit 100000000 || return 1
+		case $1 in
+		fifo) q=(pfifo limit "$LIMIT") ;;
+		prio) q=(prio bands 16 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0) ;;
+		mercury) q=(mercury tag dscp limit "$LIMIT") ;;
+		*) echo "# unknown scheme $1"; return 1 ;;
+		esac
+		$TC qdisc add dev "$d" parent 1:1 handle 10: "${q[@]}" || return 1
+		[ "$1" = prio ] || continue
+		# (class minors are hexadecimal: band 15 is 10:10)
+		for b in $(seq 0 14); do
+			$TC filter add dev "$d" parent 10: protocol ip prio 1 u32 \
+				match ip dsfield $((b << 2)) 0xfc flowid 10:$(printf %x $((b + 1))) || return 1
+		done
+		$TC filter add dev "$d" parent 10: protocol ip prio 2 u32 \
+			match u32 0 0 flowid 10:10 || return 1
+		for b in $(seq 1 16); do
+			$TC qdisc add dev "$d" parent 10:$(printf %x $b) pfifo limit "$LIMIT" || return 1
+		done
+	done
+}
+
+stats() {
+	for d in "${ports[@]:0:$PORTS}"; do
+		echo "== $d"
+		$TC -s qdisc show dev "$d"
+	done
+}
+
+echo ready > "$OUT/guest.ready"
+n=0
+while :; do
+	req=$OUT/req.$n
+	t=0
+	while [ ! -e "$req" ] && [ $t -lt $((WAIT * 10)) ]; do
+		sleep 0.1
+		t=$((t + 1))
+	done
+	[ -e "$req" ] || { ktap_fail "no request $n from the host in ${WAIT}s"; break; }
+	[ $n -gt 0 ] && stats > "$OUT/stats.$((n - 1))"
+	read -r scheme < "$req"
+	[ "$scheme" = done ] && { ktap_ok "served $n schemes"; break; }
+	if set_scheme "$scheme"; then
+		stats > "$OUT/ack.$n.tmp"
+	else
+		echo "FAILED" > "$OUT/ack.$n.tmp"
+	fi
+	mv "$OUT/ack.$n.tmp" "$OUT/ack.$n"
+	n=$((n + 1))
+done
+ktap_finish

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+"""The table and plot of bench/torch/run.sh, from what a run recorded.
+
+    report.py --out OUTDIR [--rate RATE] [--no-plot] [--also DIR]...
+
+Reads OUTDIR/runs/index ("TAG REQ" per run, TAG = model.scheme.repeat),
+OUTDIR/runs/TAG.r{0,1}.json (worker.py), OUTDIR/runs/sim-MODEL-SCHEME.json
+(mercury-sim --json) and OUTDIR/profile-MODEL.json; writes
+OUTDIR/bench-torch.txt (printed too), bench-torch.json, bench-torch.png.
+Standard library only (the tests run it with any python3).
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+SCHEMES = ["ddp", "fifo", "prio", "mercury"]
+LABEL = {"ddp": "stock DDP", "fifo": "mercury.torch, pfifo",
+         "prio": "mercury.torch, prio 16", "mercury": "mercury.torch, sch_mercury"}
+# The simulator's scheme for each measured one: mercury.torch's per-tensor
+# all-reduce with gated forwards is the simulator's streaming model; a
+# FIFO queue is fifo-stream, strict priority per packet is mercury (prio's
+# bands are per packet too; the simulator's "prio" is per message, which
+# no qdisc here does, and is shown for reference only).
+SIM_OF = {"fifo": "fifo-stream", "mercury": "mercury", "prio": "mercury"}
+
+
+def load_runs(outs):
+    """The runs of every directory of outs (several boots' runs pooled)."""
+    runs = {}
+    for out in outs:
+        with open(os.path.join(out, "runs", "index")) as f:
+            for line in f:
+                if not line.split():
+                    continue
+                tag = line.split()[0]
+                model, scheme, rep = tag.rsplit(".", 2)
+                ranks = []
+                for r in (0, 1):
+                    p = os.path.join(out, "runs", "%s.r%d.json" % (tag, r))
+                    if os.path.exists(p):
+                        with open(p) as g:
+                            ranks.append(json.load(g))
+                runs.setdefault(model, {}).setdefault(scheme, []).append(
+                    {"rep": int(rep), "ranks": ranks, "ok": len(ranks) == 2})
+    return runs
+
+
+def iter_times(rk):
+    """Per-iteration wall time of one rank: start to next start; the last
+    iteration ends when its step has been applied (worker.py's end)."""
+    t = rk["starts"] + [rk["end"]]
+    return [b - a for a, b in zip(t, t[1:])]
+
+
+def summarize(model, schemes, out):
+    rows = {}
+    for s in SCHEMES:
+        ok = [r for r in schemes.get(s, []) if r["ok"]]
+        if not ok:
+            continue
+        # A run's throughput: all its iterations over the time from the
+        # first forward to the last step applied, the slower rank's. Not
+        # worker.py's it_per_s (after the warm-up): mercury.torch's first
+        # backward returns with its gradients still in flight, so a window
+        # opening at the second forward would charge it one iteration's
+        # traffic more than DDP, whose first iteration is over by then.
+        ips = [min(k["iters"] / (k["end"] - k["starts"][0]) for k in r["ranks"])
+               for r in ok]
+        losses = [[statistics.fmean(v) for v in zip(*(k["losses"] for k in r["ranks"]))]
+                  for r in ok]
+        times = [[statistics.fmean(v) for v in zip(*(iter_times(k) for k in r["ranks"]))]
+                 for r in ok]
+        sums = [[k["param_sum"] for k in r["ranks"]] for r in ok]
+        rk = ok[0]["ranks"][0]
+        rows[s] = {
+            "runs": len(ok), "failed": len(schemes.get(s, [])) - len(ok),
+            "it_per_s": ips, "median": statistics.median(ips),
+            "min": min(ips), "max": max(ips),
+            "losses": losses, "times": times, "param_sums": sums,
+            "final_loss": losses[0][-1], "iters": rk["iters"],
+            "warmup": rk["warmup"], "batch": rk["batch"], "size": rk["size"],
+            "params": rk["params"],
+        }
+    return rows
+
+
+def load_sim(out, model):
+    sim = {}
+    for s in ("fifo-stream", "prio", "mercury"):
+        p = os.path.join(out, "runs", "sim-%s-%s.json" % (model, s))
+        if os.path.exists(p):
+            with open(p) as f:
+                d = json.load(f)
+            sim[s] = d["results"][0]["iteration_ms"]
+            sim["compute_ms"] = d["compute_ms"]
+            sim["gradient_bytes"] = d["gradient_bytes"]
+    return sim
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def report(out, rate, also=()):
+    runs = load_runs([out] + list(also))
+    text, js = [], {"rate": rate, "models": {}}
+    for model in sorted(runs):
+        rows = summarize(model, runs[model], out)
+        sim = load_sim(out, model)
+        any_row = next(iter(rows.values()), None)
+        if any_row is None:
+            text.append("%s: no run finished" % model)
+            continue
+        text.append("%s: batch %d x %dpx per rank, %.1f M parameters (%.1f MB "
+                    "of gradients), 2 ranks, link %s, it/s over all %d "
+                    "iterations" % (model, any_row["batch"], any_row["size"],
+                                    any_row["params"] / 1e6,
+                                    4e-6 * any_row["params"], rate,
+                                    any_row["iters"]))
+        text.append("  %-28s %4s %8s %17s %7s %7s %10s %9s" % (
+            "scheme", "runs", "it/s", "spread (min-max)", "vs DDP",
+            "vs fifo", "s/iter", "loss@%d" % any_row["iters"]))
+        base = rows.get("ddp", {}).get("median")
+        fifo = rows.get("fifo", {}).get("median")
+        for s in SCHEMES:
+            if s not in rows:
+                continue
+            r = rows[s]
+            text.append("  %-28s %4d %8.4f %8.4f-%-8.4f %7s %7s %10.2f %9.6f%s" % (
+                LABEL[s], r["runs"], r["median"], r["min"], r["max"],
+                "%.3fx" % (r["median"] / base) if base else "-",
+                "%.3fx" % (r["median"] / fifo) if fifo else "-",
+                1 / r["median"], r["final_loss"],
+                "  (%d failed)" % r["failed"] if r["failed"] else ""))
+        # losses: the mercury.torch schemes must agree exactly (same
+        # reductions, only the packet order differs); DDP to rounding.
+        m_losses = [l for s in ("fifo", "prio", "mercury") if s in rows
+                    for l in rows[s]["losses"]]
+        exact = all(l == m_losses[0] for l in m_losses) if m_losses else None
+        ddp_dev = None
+        if "ddp" in rows and m_losses:
+            ddp_dev = max(rel(a, b) for l in rows["ddp"]["losses"]
+                          for a, b in zip(l, m_losses[0]))
+        sums = [x for s in rows for p in rows[s]["param_sums"] for x in p]
+        sum_dev = max(rel(x, sums[0]) for x in sums) if sums else None
+        text.append("  losses: mercury.torch schemes %s over all %d iterations "
+                    "and runs; DDP's differ by at most %s (relative); final "
+                    "parameter sums of every rank and run within %s" % (
+                        "identical" if exact else "NOT identical",
+                        any_row["iters"],
+                        "%.1e" % ddp_dev if ddp_dev is not None else "-",
+                        "%.1e" % sum_dev if sum_dev is not None else "-"))
+        pred = {}
+        if sim:
+            text.append("  mercury-sim on this run's profile (compute %.0f ms, "
+                        "%d workers = servers 2, %s): fifo-stream %.0f ms, "
+                        "mercury %.0f ms, prio (per message) %.0f ms per "
+                        "iteration" % (sim["compute_ms"], 2, rate,
+                                       sim.get("fifo-stream", float("nan")),
+                                       sim.get("mercury", float("nan")),
+                                       sim.get("prio", float("nan"))))
+            if "fifo-stream" in sim and "mercury" in sim:
+                pred["mercury_vs_fifo"] = sim["fifo-stream"] / sim["mercury"]
+        meas = {}
+        if fifo and "mercury" in rows:
+            meas["mercury_vs_fifo"] = rows["mercury"]["median"] / fifo
+        if fifo and "prio" in rows:
+            meas["prio_vs_fifo"] = rows["prio"]["median"] / fifo
+        if base and "mercury" in rows:
+            meas["mercury_vs_ddp"] = rows["mercury"]["median"] / base
+        if "mercury_vs_fifo" in pred and "mercury_vs_fifo" in meas:
+            d = meas["mercury_vs_fifo"] / pred["mercury_vs_fifo"] - 1
+            text.append("  sch_mercury over pfifo: measured %.3fx, predicted "
+                        "%.3fx (%+.1f%%): %s" % (
+                            meas["mercury_vs_fifo"], pred["mercury_vs_fifo"],
+                            100 * d, ("within 10%" if abs(d) <= 0.10
+                                      else "NOT within 10%") +
+                            ("" if meas["mercury_vs_fifo"] > 1
+                             else ", but NOT faster than pfifo")))
+            meas["vs_prediction"] = d
+        if "mercury_vs_ddp" in meas:
+            text.append("  sch_mercury over stock DDP: %.3fx (target 1.15x: %s)"
+                        % (meas["mercury_vs_ddp"], "met" if
+                           meas["mercury_vs_ddp"] >= 1.15 else "NOT met"))
+        text.append("")
+        js["models"][model] = {
+            "schemes": {s: {k: v for k, v in r.items()
+                            if k not in ("losses", "times", "param_sums")}
+                        for s, r in rows.items()},
+            "final_losses": {s: [l[-1] for l in r["losses"]]
+                             for s, r in rows.items()},
+            "mercury_losses_identical": exact, "ddp_loss_rel_dev": ddp_dev,
+            "sim_ms": sim, "predicted": pred, "measured": meas,
+        }
+        js["models"][model]["_rows"] = rows
+    return text, js
+
+
+def plot(out, js):
+    models = sorted(js["models"])
+    if not models:
+        return
+    lines = []
+    for m in models:
+        rows = js["models"][m]["_rows"]
+        for s, r in rows.items():
+            # per iteration: median over runs of the time, first run's loss
+            with open(os.path.join(out, "plot-%s-%s.dat" % (m, s)), "w") as f:
+                for i in range(len(r["times"][0])):
+                    f.write("%d %.6f %.6f\n" % (
+                        i, statistics.median(t[i] for t in r["times"]),
+                        r["losses"][0][i]))
+    gp = ['set terminal pngcairo size 1200,%d font ",10"' % (400 * len(models)),
+          'set output "%s"' % os.path.join(out, "bench-torch.png"),
+          "set termoption noenhanced",
+          "set multiplot layout %d,2" % len(models), "set grid",
+          "set key top left", "set xtics 1"]
+    for m in models:
+        rows = js["models"][m]["_rows"]
+        for col, ylab in ((2, "iteration time (s), median of runs; the last "
+                           "one lasts until its step is applied"),
+                          (3, "training loss (mean of ranks)")):
+            gp.append('set title "%s: %s"' % (m, ylab))
+            gp.append('set xlabel "iteration"')
+            gp.append("plot " + ", ".join(
+                '"%s" using 1:%d with linespoints title "%s"' % (
+                    os.path.join(out, "plot-%s-%s.dat" % (m, s)), col,
+                    LABEL[s]) for s in SCHEMES if s in rows))
+    gp.append("unset multiplot")
+    subprocess.run(["gnuplot"], input="\n".join(gp) + "\n", text=True,
+                   check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rate", default="?")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--also", action="append", default=[], metavar="DIR",
+                    help="pool the runs of another run directory (another "
+                    "boot) with OUTDIR's; the simulator's input stays "
+                    "OUTDIR's")
+    a = ap.parse_args()
+    text, js = report(a.out, a.rate, a.also)
+    print("\n".join(text))
+    with open(os.path.join(a.out, "bench-torch.txt"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    if not a.no_plot:
+        plot(a.out, js)
+    for m in js["models"].values():
+        m.pop("_rows")
+    with open(os.path.join(a.out, "bench-torch.json"), "w") as f:
+        json.dump(js, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

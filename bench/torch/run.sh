@@ -1,0 +1,232 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# make bench-torch: real PyTorch training (torchvision models, 2 ranks)
+# under stock DDP and under mercury.torch, with the network in the guest.
+#
+#   bench/torch/run.sh [-o OUTDIR]       (default OUTDIR: out/bench-torch)
+#
+# PyTorch in the emulated guest is ~200x slower than on the host, so the
+# ranks run on the host at native speed, each in its own network namespace
+# whose only device is a tap that is one port of the guest:
+#
+#   host ns mtb-$$-0            guest (qemu TCG)            host ns mtb-$$-1
+#   rank 0  tap 10.77.1.2 --- port 0 10.77.1.1   port 1 10.77.2.1 --- tap 10.77.2.2  rank 1
+#                             egress: tbf RATE    egress: tbf RATE
+#                               -> scheme qdisc     -> scheme qdisc
+#
+# The guest routes between its ports; the queue of what rank 0 sends to
+# rank 1 builds on port 1's egress, which stands in for rank 0's NIC queue.
+# mercury.torch tags its channels with the DSCP, the only tag that crosses
+# this link (skb mark and priority stay on the host). One guest boot serves
+# every run (bench/torch/guest.sh); the schemes alternate within each
+# repetition so that the host's load falls on all of them alike.
+#
+# Settings (environment): BT_MODELS ("resnet18 vgg11"), BT_RATE (guest
+# link rate), BT_REPEAT, BT_ITERS, BT_WARMUP, BT_SCHEMES, BT_MTU,
+# BT_<MODEL>_BATCH / BT_<MODEL>_SIZE, BT_DEADLINE, BT_CC (TCP congestion control of the
+# ranks: the first of "cubic reno" the namespace allows).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+here=$top/bench/torch
+out=$top/out/bench-torch
+while [ $# -gt 0 ]; do
+	case $1 in
+	-o) out=$2; shift ;;
+	-h|--help) sed -n '3,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench-torch: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+PY=${TORCH_PYTHON:-/usr/bin/python3}
+MODELS=${BT_MODELS:-resnet18 vgg11}
+SCHEMES=${BT_SCHEMES:-ddp fifo prio mercury}
+RATE=${BT_RATE:-20mbit}
+MTU=${BT_MTU:-1500}
+REPEAT=${BT_REPEAT:-2}
+ITERS=${BT_ITERS:-3}
+WARMUP=${BT_WARMUP:-1}
+CHANNELS=${BT_CHANNELS:-8}
+CC=${BT_CC:-cubic reno}
+RUN_TIMEOUT=${BT_RUN_TIMEOUT:-900}
+resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-64}
+vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-32}
+
+die() { echo "bench-torch: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces, tap devices)"
+"$PY" -c 'import torch, torchvision' 2>/dev/null ||
+	die "$PY has no torch/torchvision (scripts/install-deps.sh)"
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+rm -rf "$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out/guest.ready"
+mkdir -p "$out/runs"
+
+echo "bench-torch: building"
+{ make -C "$top" module && make -C "$top" tc-plugin &&
+  make -C "$top/userspace/lib" && make -C "$top/userspace/sim"; } > "$out/build.log" 2>&1 ||
+	{ tail -n 30 "$out/build.log"; die "build failed (log: $out/build.log)"; }
+
+cat > "$out/torch.env" <<-EOT
+	PORTS=2
+	RATE=$RATE
+	MTU=$MTU
+	EOT
+
+# Two namespaces, one tap each; qemu opens the taps, then they move.
+ns=(mtb-$$-0 mtb-$$-1)
+tap=(mtb$$t0 mtb$$t1)
+vm=""
+cleanup() {
+	# vm-run.sh's timeout passes the signal on to qemu
+	[ -n "$vm" ] && { pkill -TERM -P "$vm"; kill "$vm"; } 2>/dev/null
+	for i in 0 1; do
+		ip netns pids "${ns[$i]}" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns del "${ns[$i]}" 2>/dev/null
+		ip link del "${tap[$i]}" 2>/dev/null
+	done
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+for i in 0 1; do
+	ip netns add "${ns[$i]}" || die "cannot create namespace ${ns[$i]}"
+	ip tuntap add "${tap[$i]}" mode tap || die "cannot create tap ${tap[$i]}"
+	ip link set "${tap[$i]}" up
+done
+
+echo "bench-torch: host load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/hostload.txt"
+# The guest script lasts the whole benchmark: lift vm-guest.sh's 900 s
+# limit (the kernel passes VAR=VAL of its command line to init).
+VM_APPEND="${VM_APPEND:-} MERCURY_TEST_TIMEOUT=$((RUN_TIMEOUT * 40))" \
+"$top/scripts/vm-run.sh" -o "$out" -t $((RUN_TIMEOUT * 40 + 600)) -n "${tap[0]}" -n "${tap[1]}" \
+	"$here/guest.sh" > "$out/vm-run.out" 2>&1 &
+vm=$!
+for i in 0 1; do
+	t=0
+	until [ "$(cat /sys/class/net/${tap[$i]}/carrier 2>/dev/null)" = 1 ]; do
+		kill -0 $vm 2>/dev/null || { cat "$out/vm-run.out"; die "qemu did not start"; }
+		sleep 0.2; t=$((t + 1))
+		[ $t -lt 300 ] || die "qemu did not attach ${tap[$i]}"
+	done
+	# qemu holds the tap: it stays attached in the rank's namespace.
+	ip link set "${tap[$i]}" netns "${ns[$i]}" || die "cannot move ${tap[$i]}"
+	n=(ip -n "${ns[$i]}")
+	"${n[@]}" link set lo up
+	"${n[@]}" link set "${tap[$i]}" mtu "$MTU" up
+	"${n[@]}" addr add "10.77.$((i + 1)).2/24" dev "${tap[$i]}"
+	"${n[@]}" route add default via "10.77.$((i + 1)).1"
+	# Loss-based congestion control (Linux's default, cubic) whatever the
+	# host's: a paced BBR keeps the bottleneck queue nearly empty, and a
+	# qdisc can only order what waits in it. A namespace may only pick
+	# from tcp_allowed_congestion_control (here: reno bbr), hence the list.
+	for c in $CC; do
+		ip netns exec "${ns[$i]}" sysctl -qw net.ipv4.tcp_congestion_control="$c" 2>/dev/null && break
+	done
+	c=$(ip netns exec "${ns[$i]}" sysctl -n net.ipv4.tcp_congestion_control)
+	case " $CC " in *" $c "*) ;; *) die "cannot use any of: $CC (is: $c)" ;; esac
+	echo "bench-torch: ${ns[$i]}: TCP congestion control $c" | tee -a "$out/hostload.txt"
+	# The host side of the tap queues FIFO whatever the scheme (a queue
+	# here would mean the guest, not the link, is the bottleneck).
+	ip netns exec "${ns[$i]}" tc qdisc replace dev "${tap[$i]}" root pfifo limit 1000
+done
+t=0
+until [ -e "$out/guest.ready" ]; do
+	kill -0 $vm 2>/dev/null || { cat "$out/vm-run.out"; die "the guest stopped"; }
+	sleep 0.5; t=$((t + 1))
+	[ $t -lt 1200 ] || die "the guest did not come up"
+done
+echo "bench-torch: guest up"
+
+# guest SCHEME: have the guest put SCHEME on its ports; waits for it.
+nreq=0
+guest() {
+	echo "$1" > "$out/req.$nreq.tmp" && mv "$out/req.$nreq.tmp" "$out/req.$nreq"
+	[ "$1" = done ] && return 0
+	local t=0
+	until [ -e "$out/ack.$nreq" ]; do
+		kill -0 $vm 2>/dev/null || die "the guest stopped"
+		sleep 0.2; t=$((t + 1))
+		[ $t -lt 600 ] || die "the guest did not set $1"
+	done
+	grep -q FAILED "$out/ack.$nreq" && die "the guest could not set $1"
+	nreq=$((nreq + 1))
+}
+
+# The profile the simulator is given, measured in this run on the host:
+# two copies at once, as the two ranks run, one thread each; the first
+# one's profile is used.
+for m in $MODELS; do
+	eval "b=\$${m}_batch s=\$${m}_size"
+	pp=()
+	for c in 0 1; do
+		PYTHONPATH=$top/userspace/python OMP_NUM_THREADS=1 "$PY" -m mercury.torch profile \
+			--model "$here/models.py:$m" --input "${b}x3x${s}x${s}" --iters 3 --warmup 1 \
+			-o "$out/runs/profile-$m.$c.json" > "$out/runs/profile-$m.$c.log" 2>&1 &
+		pp+=($!)
+	done
+	wait "${pp[@]}"
+	mv "$out/runs/profile-$m.0.json" "$out/profile-$m.json" ||
+		{ cat "$out/runs/profile-$m.0.log"; die "profile of $m failed"; }
+	echo "bench-torch: $(cat "$out/runs/profile-$m.0.log")"
+	for sch in fifo-stream prio mercury; do
+		"$top/userspace/sim/mercury-sim" --profile "$out/profile-$m.json" --workers 2 \
+			--servers 2 --bandwidth "$RATE" --mtu "$MTU" --scheme "$sch" --json \
+			> "$out/runs/sim-$m-$sch.json" || die "mercury-sim failed on $m"
+	done
+done
+
+# run_ranks SCHEME MODEL TAG: both ranks, each in its namespace.
+nrun=0
+run_ranks() {
+	local i pids=() rc=0 b s
+	eval "b=\$${2}_batch s=\$${2}_size"
+	nrun=$((nrun + 1))
+	for i in 0 1; do
+		ip netns exec "${ns[$i]}" env MASTER_ADDR=10.77.1.2 MASTER_PORT=$((29500 + nrun)) \
+			RANK=$i WORLD_SIZE=2 GLOO_SOCKET_IFNAME="${tap[$i]}" OMP_NUM_THREADS=1 \
+			timeout -k 10 "$RUN_TIMEOUT" "$PY" "$here/worker.py" --scheme "$1" --model "$2" \
+			--batch "$b" --size "$s" --iters "$ITERS" --warmup "$WARMUP" \
+			--channels "$CHANNELS" -o "$out/runs/$3.r$i.json" \
+			> "$out/runs/$3.r$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in 0 1; do wait "${pids[$i]}" || rc=1; done
+	return $rc
+}
+
+# Every repetition runs every model under every scheme, in turn.
+total=$(( REPEAT * $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
+k=0
+start=$(date +%s)
+rep_start=$start
+for r in $(seq 1 "$REPEAT"); do
+	# BT_DEADLINE (a date): no repetition is started that the last one's
+	# duration says would end after it; the table counts the runs made.
+	if [ -n "${BT_DEADLINE:-}" ] && [ $r -gt 1 ] &&
+	   [ $(( $(date +%s) + $(date +%s) - rep_start )) -gt "$(date -d "$BT_DEADLINE" +%s)" ]; then
+		echo "bench-torch: stopping after $((r - 1)) repetitions (deadline $BT_DEADLINE)" |
+			tee -a "$out/hostload.txt"
+		break
+	fi
+	rep_start=$(date +%s)
+	for m in $MODELS; do
+		for sch in $SCHEMES; do
+			k=$((k + 1))
+			case $sch in ddp) q=fifo w=ddp ;; *) q=$sch w=mercury ;; esac
+			guest "$q"
+			tag=$m.$sch.$r
+			echo "$tag $nreq" >> "$out/runs/index"
+			if run_ranks "$w" "$m" "$tag"; then res=ok; else res=FAILED; fi
+			echo "bench-torch: [$(($(date +%s) - start))s] $k/$total $m $sch run $r: $res" \
+				"($(cut -d' ' -f1 /proc/loadavg))"
+			[ $res = ok ] || tail -n 5 "$out/runs/$tag.r0.log" "$out/runs/$tag.r1.log"
+		done
+	done
+done
+guest done
+wait $vm
+vrc=$?
+vm=""
+echo "bench-torch: host load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/hostload.txt"
+grep -E '^(not )?ok' "$out/vm-run.out"
+"$PY" "$here/report.py" --rate "$RATE" --out "$out" || exit 1
+[ $vrc = 0 ]

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+"""TAP test of bench/torch/report.py on a hand-made run directory whose
+ratios are known: medians, spreads, the ratios against DDP and pfifo, the
+comparison with mercury-sim's prediction, the loss checks. The benchmark
+itself (a guest boot, tens of minutes) stays out of make test."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+n = 0
+fails = 0
+
+
+def check(name, cond, detail=""):
+    global n, fails
+    n += 1
+    if not cond:
+        fails += 1
+    print("%s %d %s" % ("ok" if cond else "not ok", n, name))
+    if not cond and detail:
+        print("# " + detail.replace("\n", "\n# "))
+
+
+def rank(scheme, rank, ips, losses):
+    # it/s is all iterations over first forward to end; worker.py's own
+    # it_per_s (after the warm-up) is set wrong on purpose: unused
+    iters = len(losses)
+    end = iters / ips
+    return {"rank": rank, "world": 2, "scheme": scheme, "model": "toy",
+            "batch": 4, "size": 32, "iters": iters, "warmup": 1,
+            "params": 1000000,
+            "starts": [end * i / iters for i in range(iters)],
+            "end": end, "losses": losses, "param_sum": 12.5,
+            "it_per_s": 99.0}
+
+
+def make(d, mercury_loss_b=2.0):
+    os.makedirs(os.path.join(d, "runs"))
+    # it/s per run (rank 0, rank 1); a run counts its slower rank
+    table = {"ddp": [(1.0, 1.1), (0.9, 0.95), (1.1, 1.2)],
+             "fifo": [(1.2, 1.2), (1.0, 1.0), (1.1, 1.3)],
+             "prio": [(1.3, 1.3), (1.3, 1.4), (1.2, 1.2)],
+             "mercury": [(1.4, 1.5), (1.32, 1.32), (1.5, 1.5)]}
+    with open(os.path.join(d, "runs", "index"), "w") as idx:
+        for s, reps in table.items():
+            for r, pair in enumerate(reps, 1):
+                tag = "toy.%s.%d" % (s, r)
+                idx.write("%s %d\n" % (tag, r))
+                for k, ips in enumerate(pair):
+                    # rank k's loss; the mean of ranks is what is compared
+                    b = mercury_loss_b if (s == "mercury" and r == 2) else 2.0
+                    loss = [3.0, b] if k == 0 else [1.0, 2.0]
+                    if s == "ddp":
+                        loss = [3.0, 2.0000001] if k == 0 else [1.0, 2.0]
+                    with open(os.path.join(d, "runs", "%s.r%d.json" % (tag, k)), "w") as f:
+                        json.dump(rank(s, k, ips, loss), f)
+    for s, ms in (("fifo-stream", 1000.0), ("prio", 900.0), ("mercury", 880.0)):
+        with open(os.path.join(d, "runs", "sim-toy-%s.json" % s), "w") as f:
+            json.dump({"compute_ms": 500.0, "gradient_bytes": 4000000,
+                       "results": [{"scheme": s, "iteration_ms": ms}]}, f)
+
+
+def run(d):
+    p = subprocess.run([sys.executable, os.path.join(here, "report.py"),
+                        "--out", d, "--rate", "10mbit", "--no-plot"],
+                       capture_output=True, text=True)
+    js = None
+    if p.returncode == 0:
+        with open(os.path.join(d, "bench-torch.json")) as f:
+            js = json.load(f)
+    return p, js
+
+
+with tempfile.TemporaryDirectory() as d:
+    make(d)
+    p, js = run(d)
+    check("report.py runs on a recorded run directory", p.returncode == 0, p.stderr)
+    if js:
+        m = js["models"]["toy"]
+        sc = m["schemes"]
+        check("median of the slower ranks (ddp 1.0, fifo 1.1, mercury 1.4)",
+              abs(sc["ddp"]["median"] - 1.0) < 1e-12 and
+              abs(sc["fifo"]["median"] - 1.1) < 1e-12 and
+              abs(sc["mercury"]["median"] - 1.4) < 1e-12, json.dumps(sc))
+        check("spread is min..max (mercury 1.32..1.5)",
+              sc["mercury"]["min"] == 1.32 and sc["mercury"]["max"] == 1.5)
+        meas = m["measured"]
+        check("ratios vs DDP and vs pfifo (1.4x, 1.4/1.1)",
+              abs(meas["mercury_vs_ddp"] - 1.4) < 1e-12 and
+              abs(meas["mercury_vs_fifo"] - 1.4 / 1.1) < 1e-12, json.dumps(meas))
+        check("prediction is fifo-stream over mercury (1000/880)",
+              abs(m["predicted"]["mercury_vs_fifo"] - 1000 / 880) < 1e-12)
+        check("deviation from the prediction",
+              abs(meas["vs_prediction"] - ((1.4 / 1.1) / (1000 / 880) - 1)) < 1e-12)
+        check("identical mercury.torch losses are reported identical",
+              m["mercury_losses_identical"] is True)
+        check("DDP's loss deviation is measured (5e-8 on a mean of 2.0)",
+              abs(m["ddp_loss_rel_dev"] - 0.0000001 / 2 / 2.0) < 1e-12,
+              str(m["ddp_loss_rel_dev"]))
+        check("the table says which targets were met",
+              "target 1.15x: met" in p.stdout and "NOT within 10%" in p.stdout,
+              p.stdout)
+with tempfile.TemporaryDirectory() as d:
+    make(d, mercury_loss_b=2.5)
+    p, js = run(d)
+    check("a differing mercury.torch loss is reported",
+          js is not None and js["models"]["toy"]["mercury_losses_identical"] is False
+          and "NOT identical" in p.stdout, p.stdout + p.stderr)
+print("1..%d" % n)
+sys.exit(1 if fails else 0)
