@@ -18,7 +18,8 @@
 
 int msim_parse_rate(const char *s, double *bps)
 {
-	return mercury_parse_rate(s, bps) ? -EINVAL : 0;
+	/* a bare number is bit/s (the simulator's documented unit) */
+	return mercury_parse_rate(s, 1, bps) ? -EINVAL : 0;
 }
 
 /* A finite number >= 0 followed by s, ms, us, ns or nothing (seconds). */

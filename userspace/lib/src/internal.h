@@ -65,6 +65,8 @@ int mercury_opts_check(const void *opts, size_t user_sz, size_t our_sz,
 
 /* A whole file, NUL-terminated, at most MERCURY_MAX_INPUT bytes. */
 int mercury_read_file(const char *path, char **buf, size_t *len);
+/* Write len bytes of buf as the file path; a message naming it on error. */
+int mercury_write_file(const char *path, const char *buf, size_t len);
 
 struct json_object;
 /* One JSON value (and nothing after it); messages say "what: line N: ...". */

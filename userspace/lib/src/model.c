@@ -43,6 +43,7 @@ struct mercury_model {
 	struct mercury_model_node *nodes;
 	size_t nnodes, capnodes;
 	struct json_object *index;	/* module name -> index */
+	struct json_object *root;	/* h200: the file, for mercury_model_save() */
 	char **strs;			/* every string the model owns */
 	size_t nstrs, capstrs;
 };
@@ -101,6 +102,7 @@ MERCURY_API void mercury_model_free(struct mercury_model *m)
 	free(m->edges);
 	free(m->nodes);
 	json_object_put(m->index);
+	json_object_put(m->root);
 	free(m);
 }
 
@@ -394,7 +396,7 @@ static int h200_params(struct mercury_model *m, const char *what, bool listed,
 	struct mercury_model_param *p;
 	struct json_object *o, *v;
 	int gsize = 4, esz, err;
-	char where[48];
+	char where[256];
 	size_t i, n;
 	int64_t numel;
 
@@ -452,7 +454,8 @@ static int h200_params(struct mercury_model *m, const char *what, bool listed,
 		esz = gsize;
 		p->dtype = gdtype;
 		if (json_object_object_get_ex(o, "dtype", &v)) {
-			snprintf(where, sizeof(where), "grad_ready[%zu].dtype", i);
+			snprintf(where, sizeof(where), "grad_ready[%zu] (%.200s): dtype",
+				 i, p->name);
 			esz = dtype_of(what, where, v, &p->dtype);
 			if (esz < 0)
 				return esz;
@@ -897,6 +900,7 @@ MERCURY_API int mercury_model_load_buf(const char *buf, size_t len,
 			err = mercury_err(-err, "%s: %s", name, why);
 		} else {
 			err = h200_load(m, name, root);
+			m->root = json_object_get(root);
 		}
 	} else {
 		err = pd_load(m, name, buf, len);
@@ -973,3 +977,49 @@ MODEL_GET(mercury_model_call, mercury_model_call, calls, ncalls)
 MODEL_GET(mercury_model_param, mercury_model_param, params, nparams)
 MODEL_GET(mercury_model_edge, mercury_model_edge, edges, nedges)
 MODEL_GET(mercury_model_node, mercury_model_node, nodes, nnodes)
+
+MERCURY_API int mercury_model_set_numel(struct mercury_model *m, size_t i,
+					uint64_t numel)
+{
+	struct json_object *grads, *o, *v;
+	struct mercury_model_param *p;
+
+	if (!m || i >= m->nparams)
+		return mercury_err(EINVAL, "profile: no parameter %zu", i);
+	if (m->format != MERCURY_MODEL_H200)
+		return mercury_err(EOPNOTSUPP,
+				   "profile: only h200 JSON profiles can be changed");
+	if (numel > MAX_NUMEL)
+		return mercury_err(ERANGE, "profile: numel %llu above 2^40",
+				   (unsigned long long)numel);
+	p = &m->params[i];
+	/* the reader checked the shape: grad_ready[i] is an object */
+	json_object_object_get_ex(m->root, "grad_ready", &grads);
+	o = json_object_array_get_idx(grads, i);
+	v = json_object_new_int64(numel);
+	if (!v || json_object_object_add(o, "numel", v)) {
+		json_object_put(v);
+		return mercury_err(ENOMEM, "profile: out of memory");
+	}
+	p->numel = numel;
+	p->bytes = numel * p->elem_size;
+	return 0;
+}
+
+MERCURY_API int mercury_model_save(const struct mercury_model *m,
+				   const char *path)
+{
+	const char *s;
+	size_t len;
+
+	if (!m || !path)
+		return mercury_err(EINVAL, "profile save: NULL argument");
+	if (m->format != MERCURY_MODEL_H200)
+		return mercury_err(EOPNOTSUPP,
+				   "profile: only h200 JSON profiles can be saved");
+	s = json_object_to_json_string_length(m->root, JSON_C_TO_STRING_PLAIN,
+					      &len);
+	if (!s)
+		return mercury_err(ENOMEM, "profile: out of memory");
+	return mercury_write_file(path, s, len);
+}

@@ -21,14 +21,15 @@ MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
 {
 	static const struct {
 		const char *unit;
-		uint64_t bits;		/* bits per unit */
+		uint64_t mult;		/* bytes per unit */
 	} units[] = {
-		{ "", 8 }, { "b", 8 },
-		{ "k", 8ULL << 10 }, { "kb", 8ULL << 10 }, { "kib", 8ULL << 10 },
-		{ "m", 8ULL << 20 }, { "mb", 8ULL << 20 }, { "mib", 8ULL << 20 },
-		{ "g", 8ULL << 30 }, { "gb", 8ULL << 30 }, { "gib", 8ULL << 30 },
-		{ "kbit", 1ULL << 10 }, { "mbit", 1ULL << 20 },
-		{ "gbit", 1ULL << 30 },
+		{ "", 1 }, { "b", 1 },
+		{ "k", 1ULL << 10 }, { "kb", 1ULL << 10 }, { "kib", 1ULL << 10 },
+		{ "m", 1ULL << 20 }, { "mb", 1ULL << 20 }, { "mib", 1ULL << 20 },
+		{ "g", 1ULL << 30 }, { "gb", 1ULL << 30 }, { "gib", 1ULL << 30 },
+		/* tc's bit units: binary too, so always whole bytes */
+		{ "kbit", 1ULL << 7 }, { "mbit", 1ULL << 17 },
+		{ "gbit", 1ULL << 27 },
 	};
 	unsigned long long v;
 	size_t i;
@@ -48,12 +49,9 @@ MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcasecmp(end, units[i].unit))
 			continue;
-		if (v > UINT64_MAX / units[i].bits)
+		if (v > UINT64_MAX / units[i].mult)
 			return mercury_err(ERANGE, "size \"%s\": too large", s);
-		if (v * units[i].bits % 8)
-			return mercury_err(EINVAL, "size \"%s\": not whole bytes",
-					   s);
-		v = v * units[i].bits / 8;
+		v *= units[i].mult;
 		if (v > max)
 			return mercury_err(ERANGE,
 					   "size \"%s\": above %llu bytes", s,
@@ -66,13 +64,14 @@ MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
 			   s, end);
 }
 
-MERCURY_API int mercury_parse_rate(const char *s, double *bps)
+MERCURY_API int mercury_parse_rate(const char *s, double bare_bits,
+				   double *bps)
 {
 	static const struct {
 		const char *unit;
 		double mult;		/* bits per second */
 	} units[] = {
-		{ "", 1 }, { "bit", 1 },
+		{ "", 0 }, { "bit", 1 },
 		{ "kbit", 1e3 }, { "mbit", 1e6 }, { "gbit", 1e9 },
 		{ "tbit", 1e12 },
 		{ "k", 1e3 }, { "m", 1e6 }, { "g", 1e9 }, { "t", 1e12 },
@@ -85,8 +84,8 @@ MERCURY_API int mercury_parse_rate(const char *s, double *bps)
 	char *end;
 	double v;
 
-	if (!s || !bps)
-		return mercury_err(EINVAL, "rate: NULL argument");
+	if (!s || !bps || !(bare_bits > 0))
+		return mercury_err(EINVAL, "rate: NULL argument or bare_bits <= 0");
 	/* strtod would take "0x10", "inf", "nan" and leading spaces */
 	if (!(isdigit((unsigned char)*s) || *s == '.') || strpbrk(s, "xX"))
 		return mercury_err(EINVAL,
@@ -99,7 +98,7 @@ MERCURY_API int mercury_parse_rate(const char *s, double *bps)
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcasecmp(end, units[i].unit))
 			continue;
-		v *= units[i].mult;
+		v *= i ? units[i].mult : bare_bits;
 		if (!isfinite(v))
 			return mercury_err(ERANGE, "rate \"%s\": out of range", s);
 		if (v <= 0)

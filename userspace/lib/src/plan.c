@@ -1050,12 +1050,29 @@ MERCURY_API int mercury_plan_save_buf(const struct mercury_plan *p,
 	return *json ? 0 : mercury_err(ENOMEM, "plan: out of memory");
 }
 
+int mercury_write_file(const char *path, const char *buf, size_t len)
+{
+	FILE *f;
+	int err = 0;
+
+	errno = 0;
+	f = fopen(path, "w");
+	if (!f || fwrite(buf, 1, len, f) != len || fflush(f) || ferror(f)) {
+		err = errno ? errno : EIO;
+		if (f)
+			fclose(f);
+	} else if (fclose(f)) {
+		err = errno ? errno : EIO;
+	}
+	return err ? mercury_err(err, "%s: cannot write: %s", path,
+				 strerror(err)) : 0;
+}
+
 MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 				  const char *path)
 {
 	size_t len;
 	char *buf;
-	FILE *f;
 	int err;
 
 	if (!p || !path)
@@ -1063,19 +1080,9 @@ MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 	err = mercury_plan_save_buf(p, &buf, &len);
 	if (err)
 		return err;
-	errno = 0;
-	f = fopen(path, "w");
-	if (!f || fwrite(buf, 1, len, f) != len || fflush(f) || ferror(f)) {
-		err = errno ? errno : EIO;
-		if (f)
-			fclose(f);
-		f = NULL;
-	} else if (fclose(f)) {
-		err = errno ? errno : EIO;
-	}
+	err = mercury_write_file(path, buf, len);
 	free(buf);
-	return err ? mercury_err(err, "%s: cannot write: %s", path,
-				 strerror(err)) : 0;
+	return err;
 }
 
 MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,

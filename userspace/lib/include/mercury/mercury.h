@@ -417,6 +417,17 @@ MERCURY_API size_t mercury_model_find_module(const struct mercury_model *m,
 MERCURY_API size_t mercury_model_first_use(const struct mercury_model *m,
 					   const char *name);
 
+/*
+ * Change parameter i's numel (and so its bytes) in an h200 model, and
+ * write the file back with that change, every other key as it was read
+ * (mercury-ps scales a profile to what its data plane sends). PipeDream
+ * models: -EOPNOTSUPP.
+ */
+MERCURY_API int mercury_model_set_numel(struct mercury_model *m, size_t i,
+					uint64_t numel);
+MERCURY_API int mercury_model_save(const struct mercury_model *m,
+				   const char *path);
+
 /* Bytes per element of a torch dtype name ("float32", "torch.bfloat16"). */
 MERCURY_API int mercury_dtype_size(const char *dtype);
 
@@ -436,11 +447,14 @@ MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
  * Rates are another unit, decimal like tc's rates: kbit, mbit, gbit, tbit
  * (and k, m, g, t alone) are powers of 1000 bits per second, kibit, mibit,
  * gibit, tibit powers of 1024; bps, kbps, mbps, gbps, tbps are bytes per
- * second (tc's meaning). A bare number is bit/s (tc would take bytes/s and
- * warn). A number may have a fraction or an exponent (2.5gbit, 1e9).
- * Result in bits per second, > 0 and finite.
+ * second (tc's meaning). A number without a unit is bare_bits bits per
+ * second: 1 where a tool documents bit/s (mercury-sim), 8 for bytes per
+ * second (tc's own default, mercury-place's --bandwidth). A number may have
+ * a fraction or an exponent (2.5gbit, 1e9). Result in bits per second,
+ * > 0 and finite.
  */
-MERCURY_API int mercury_parse_rate(const char *s, double *bps);
+MERCURY_API int mercury_parse_rate(const char *s, double bare_bits,
+				   double *bps);
 
 /* ---- framing ------------------------------------------------------------ */
 
