@@ -43,6 +43,7 @@ struct mercury_model {
 	struct mercury_model_node *nodes;
 	size_t nnodes, capnodes;
 	struct json_object *index;	/* module name -> index */
+	struct json_object *uses;	/* dotted path -> its first call */
 	struct json_object *root;	/* h200: the file, for mercury_model_save() */
 	char **strs;			/* every string the model owns */
 	size_t nstrs, capstrs;
@@ -102,6 +103,7 @@ MERCURY_API void mercury_model_free(struct mercury_model *m)
 	free(m->edges);
 	free(m->nodes);
 	json_object_put(m->index);
+	json_object_put(m->uses);
 	json_object_put(m->root);
 	free(m);
 }
@@ -164,35 +166,74 @@ static int use_module(struct mercury_model *m, const char *what, bool listed,
  * MultiheadAttention reads its out_proj weight functionally (never a leaf
  * call) and ViT's class_token belongs to no leaf: both still have a call
  * that needs them first.
+ *
+ * index_uses() maps every dotted prefix of every called module to the
+ * first call at or below it, so a lookup costs the depth of the name, not
+ * a scan of the calls (a 64 MiB profile has hundreds of thousands).
  */
+static int index_uses(struct mercury_model *m)
+{
+	struct json_object *v;
+	char *path;
+	size_t i, n;
+
+	m->uses = json_object_new_object();
+	if (!m->uses)
+		return mercury_err(ENOMEM, "profile: out of memory");
+	for (i = 0; i < m->ncalls; i++) {
+		path = strdup(m->calls[i].module);
+		if (!path)
+			return mercury_err(ENOMEM, "profile: out of memory");
+		for (n = strlen(path);;) {
+			path[n] = 0;
+			/* calls are in order: the first one seen is the earliest */
+			if (json_object_object_get_ex(m->uses, path, NULL))
+				break;
+			v = json_object_new_int64(i);
+			if (!v || json_object_object_add(m->uses, path, v)) {
+				json_object_put(v);
+				free(path);
+				return mercury_err(ENOMEM, "profile: out of memory");
+			}
+			while (n && path[n - 1] != '.')
+				n--;
+			if (n-- <= 1)	/* never "": the root is call 0 */
+				break;
+		}
+		free(path);
+	}
+	return 0;
+}
+
 MERCURY_API size_t mercury_model_first_use(const struct mercury_model *m,
 					   const char *name)
 {
-	size_t i, plen, idx;
-	const char *c;
+	struct json_object *v;
+	size_t n, idx;
+	char *path;
 
-	if (!m || !name)
+	if (!m || !name || !m->ncalls)
 		return MERCURY_MODEL_NONE;
 	idx = mercury_model_find_module(m, name);
 	if (idx != MERCURY_MODEL_NONE &&
 	    m->mods[idx].first_call != MERCURY_MODEL_NONE)
 		return m->mods[idx].first_call;
-	plen = strlen(name);
-	for (;;) {
-		/* calls are in order: the first match is the earliest */
-		for (i = 0; i < m->ncalls; i++) {
-			c = m->calls[i].module;
-			if (!plen || (!strncmp(c, name, plen) &&
-				      (c[plen] == '.' || !c[plen])))
-				return i;
+	path = strdup(name);
+	if (!path)
+		return 0;	/* out of memory: the most urgent call */
+	for (n = strlen(path);;) {
+		path[n] = 0;
+		if (json_object_object_get_ex(m->uses, path, &v)) {
+			free(path);
+			return (size_t)json_object_get_int64(v);
 		}
-		if (!plen)
-			return MERCURY_MODEL_NONE;
-		while (plen && name[plen - 1] != '.')
-			plen--;
-		if (plen)
-			plen--;		/* drop the dot too */
+		while (n && path[n - 1] != '.')
+			n--;
+		if (n-- <= 1)
+			break;
 	}
+	free(path);
+	return 0;	/* "" is a prefix of every call: call 0 */
 }
 
 /* ---- dtypes ---------------------------------------------------------------- */
@@ -549,6 +590,7 @@ static int h200_load(struct mercury_model *m, const char *what,
 	listed = mods;
 	err = mods ? h200_modules(m, what, mods) : 0;
 	err = err ?: h200_calls(m, what, listed, calls);
+	err = err ?: index_uses(m);
 	err = err ?: h200_params(m, what, listed, root, grads);
 	err = err ?: h200_edges(m, what, listed, root);
 	if (err)
@@ -735,16 +777,45 @@ static long pd_num(const char *id)
 	return strtol(id, NULL, 10);
 }
 
+static bool heap_less(const long *num, size_t a, size_t b)
+{
+	return num[a] != num[b] ? num[a] < num[b] : a < b;
+}
+
+static void heap_push(size_t *h, size_t *n, const long *num, size_t v)
+{
+	size_t i = (*n)++, up;
+
+	for (; i && heap_less(num, v, h[up = (i - 1) / 2]); i = up)
+		h[i] = h[up];
+	h[i] = v;
+}
+
+static size_t heap_pop(size_t *h, size_t *n, const long *num)
+{
+	size_t top = h[0], v = h[--*n], i = 0, c;
+
+	for (; (c = 2 * i + 1) < *n; i = c) {
+		if (c + 1 < *n && heap_less(num, h[c + 1], h[c]))
+			c++;
+		if (!heap_less(num, h[c], v))
+			break;
+		h[i] = h[c];
+	}
+	h[i] = v;
+	return top;
+}
+
 /*
  * Forward order: Kahn's topological sort, the lowest node number first
- * among ready nodes; backward is the reverse, each node's gradient ready
+ * among ready nodes (the earlier line on a tie); backward is the reverse, each node's gradient ready
  * when its backward ends.
  */
 static int pd_order(struct mercury_model *m, const char *what)
 {
 	size_t n = m->nnodes, i, k, best, *nin, *off, *adj, *order, np = 0;
+	size_t *heap, nheap = 0;
 	long *num;
-	bool *done;
 	double t = 0;
 	int err = 0;
 
@@ -753,10 +824,10 @@ static int pd_order(struct mercury_model *m, const char *what)
 	adj = calloc(m->nedges ? m->nedges : 1, sizeof(*adj));
 	order = calloc(n, sizeof(*order));
 	num = calloc(n, sizeof(*num));
-	done = calloc(n, sizeof(*done));
+	heap = calloc(n, sizeof(*heap));
 	m->calls = calloc(n, sizeof(*m->calls));
 	m->params = calloc(n, sizeof(*m->params));
-	if (!nin || !off || !adj || !order || !num || !done || !m->calls ||
+	if (!nin || !off || !adj || !order || !num || !heap || !m->calls ||
 	    !m->params) {
 		err = mercury_err(ENOMEM, "profile: out of memory");
 		goto out;
@@ -777,20 +848,20 @@ static int pd_order(struct mercury_model *m, const char *what)
 				m->edges[i].dst;
 		memset(order, 0, n * sizeof(*order));
 	}
+	/* ready nodes in a heap ordered by (number, file position) */
+	for (i = 0; i < n; i++)
+		if (!nin[i])
+			heap_push(heap, &nheap, num, i);
 	for (k = 0; k < n; k++) {
-		best = MERCURY_MODEL_NONE;
-		for (i = 0; i < n; i++)
-			if (!done[i] && !nin[i] &&
-			    (best == MERCURY_MODEL_NONE || num[i] < num[best]))
-				best = i;
-		if (best == MERCURY_MODEL_NONE) {
+		if (!nheap) {
 			err = mercury_err(EINVAL, "%s: graph has a cycle", what);
 			goto out;
 		}
-		done[best] = true;
+		best = heap_pop(heap, &nheap, num);
 		order[k] = best;
 		for (i = off[best]; i < off[best + 1]; i++)
-			nin[adj[i]]--;
+			if (!--nin[adj[i]])
+				heap_push(heap, &nheap, num, adj[i]);
 	}
 	m->fwd_ms = 0;
 	for (k = 0; k < n; k++) {
@@ -805,6 +876,9 @@ static int pd_order(struct mercury_model *m, const char *what)
 		m->fwd_ms += nd->fwd_ms;
 	}
 	m->ncalls = n;
+	err = index_uses(m);
+	if (err)
+		goto out;
 	for (k = n; k-- > 0;) {
 		struct mercury_model_node *nd = &m->nodes[order[k]];
 		struct mercury_model_param *p = &m->params[np];
@@ -844,7 +918,7 @@ out:
 	free(adj);
 	free(order);
 	free(num);
-	free(done);
+	free(heap);
 	return err;
 }
 
