@@ -86,13 +86,32 @@ style_check() {
 		echo "not ok 2 nothing reads a directory beside the tree; the profiles are in it"
 		echo "$beside" | head -10 | sed 's/^/# /'
 	fi
+	# One model core (issue 15): only libmercury's model.c reads profiles
+	# (the h200 keys, PipeDream's node fields; its header documents them),
+	# and only libmercury tokenizes JSON, but for mercury-place's cluster
+	# files, which are no profile; every tool goes through
+	# mercury_model_load().
+	local readers
+	readers=$({
+		git grep -lE '"grad_ready"|"forward_calls"|forward_compute_time|parameter_size' \
+			-- '*.c' '*.h' ':!*/tests/*' ':!*/fuzz/*' |
+			grep -vxE 'userspace/lib/src/model.c|userspace/lib/include/mercury/mercury.h'
+		git grep -lE 'json_tokener_' -- '*.c' '*.h' ':!*/tests/*' ':!*/fuzz/*' |
+			grep -vE '^userspace/lib/src/|^userspace/place/cluster.c$'
+	})
+	if [ -z "$readers" ] && git ls-files --error-unmatch userspace/lib/src/model.c >/dev/null 2>&1; then
+		echo "ok 3 one profile reader: libmercury's model.c"
+	else
+		echo "not ok 3 one profile reader: libmercury's model.c"
+		echo "$readers" | head -10 | sed 's/^/# profile or JSON reader outside libmercury: /'
+	fi
 	# sparse checks only what it compiles: force a rebuild
 	touch kmod/sch_mercury.c
 	if make check > "$logs/sparse-out.log" 2>&1 &&
 	   ! grep -E "(warning|error):" "$logs/sparse-out.log"; then
-		echo "ok 3 sparse and W=1 clean"
+		echo "ok 4 sparse and W=1 clean"
 	else
-		echo "not ok 3 sparse and W=1 clean"
+		echo "not ok 4 sparse and W=1 clean"
 		grep -E "(warning|error)" "$logs/sparse-out.log" | head -30 | sed 's/^/# /'
 	fi
 }

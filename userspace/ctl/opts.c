@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <mercury/mercury.h>
+
 #include "mctl.h"
 
 void mctl_opts_defaults(struct mctl_opts *o)
@@ -55,45 +57,19 @@ static int mctl_parse_u32(const char *s, uint32_t *out)
 }
 
 /*
- * Sizes as tc reads them: a number with an optional unit; k/kb, m/mb,
- * g/gb are binary multiples of bytes, kbit/mbit/gbit of bits; case does
- * not matter. Unlike tc, fractions and values above 4 GiB are refused
- * instead of rounded or truncated.
+ * Sizes as tc reads them, by libmercury's one size parser (k, m, g are
+ * 1024 as in tc; kbit, mbit, gbit bits), so "64k" is one number in every
+ * Mercury tool. The qdisc takes u32 sizes: larger ones are refused, not
+ * truncated.
  */
 int mctl_parse_size(const char *s, uint32_t *out)
 {
-	static const struct {
-		const char	*unit;
-		uint64_t	mul;	/* bits per unit */
-	} units[] = {
-		{ "", 8 }, { "b", 8 },
-		{ "k", 8ull << 10 }, { "kb", 8ull << 10 },
-		{ "m", 8ull << 20 }, { "mb", 8ull << 20 },
-		{ "g", 8ull << 30 }, { "gb", 8ull << 30 },
-		{ "kbit", 1ull << 10 }, { "mbit", 1ull << 20 },
-		{ "gbit", 1ull << 30 },
-	};
-	unsigned long long v;
-	uint64_t bits;
-	size_t i;
-	char *end;
+	uint64_t v;
 
-	if (!*s || *s < '0' || *s > '9')
+	if (mercury_parse_size(s, UINT32_MAX, &v))
 		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || v > UINT32_MAX)
-		return -EINVAL;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcasecmp(end, units[i].unit))
-			continue;
-		bits = v * units[i].mul;
-		if (bits % 8 || bits / 8 > UINT32_MAX)
-			return -EINVAL;
-		*out = bits / 8;
-		return 0;
-	}
-	return -EINVAL;
+	*out = v;
+	return 0;
 }
 
 /* Tag sources as tc spells them, by TC_MERCURY_TAG_* value. */

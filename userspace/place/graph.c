@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * Loading model profiles into the operator-group DAG.
- *
- * Two formats, told apart by content (a JSON object starts with '{'):
- *  - h200 JSON: members are the leaf modules.  A call's forward time is the
+ * Model profiles as the operator-group DAG the placer moves. libmercury
+ * reads the file (mercury_model_load(): h200 JSON or PipeDream graph.txt,
+ * the one reader and ownership rule of every Mercury tool); this builds
+ * members, nodes and edges from it:
+ *  - h200: members are the leaf modules.  A call's forward time is the
  *    span from its start to the next call's start, so the functional work
  *    between leaf modules (residual adds, attention products) is charged to
  *    the module it follows and the spans add up to iteration_ms.fwd_ms.
@@ -13,12 +14,12 @@
  *    their forward time; the total is scaled to iteration_ms.bwd_ms.
  *    Edges are the torch.fx module edges, or a chain in call order when the
  *    profile has none.  Parameters whose module is null or never called
- *    (ViT's fused attention) go to the first called module sharing the
- *    longest dotted prefix of their name.
- *  - PipeDream graph.txt: one member per node line, edges on tab lines.
+ *    (ViT's fused attention) go to the member of their first use.
+ *  - PipeDream graph.txt: one member per node, its edges.
  *
- * Everything that can be wrong in a file is reported, never trusted:
- * unknown names, negative or non-numeric sizes, duplicate names, cycles.
+ * What the placer needs beyond the reader's checks (times on every call,
+ * edges between called modules, no cycle but a reused module's) is
+ * checked here.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -376,85 +377,27 @@ int mp_graph_finish(struct mp_graph *g, struct mp_err *err)
 	return 0;
 }
 
-/* ---- h200 JSON -------------------------------------------------------- */
+/* ---- from libmercury's model ------------------------------------------ */
 
-static int get_num(struct json_object *o, const char *key, double *out)
+/*
+ * The member a module or parameter path belongs to when it is not itself
+ * called: the module of the first forward call that needs it, libmercury's
+ * one ownership rule (mercury_model_first_use()).
+ */
+static int owner_member(const struct mercury_model *mm, const char *name)
 {
-	struct json_object *v;
+	size_t c = mercury_model_first_use(mm, name);
 
-	if (!json_object_object_get_ex(o, key, &v))
-		return -ENOENT;
-	if (!json_object_is_type(v, json_type_double) &&
-	    !json_object_is_type(v, json_type_int))
-		return -EINVAL;
-	*out = json_object_get_double(v);
-	return isfinite(*out) ? 0 : -EINVAL;
+	return c == MERCURY_MODEL_NONE ? 0 :
+	       (int)mercury_model_call(mm, c)->module_idx;
 }
 
-static const char *get_str(struct json_object *o, const char *key)
+static int member_of(const struct mp_graph *g, const struct mercury_model *mm,
+		     size_t module, const char *name)
 {
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) ||
-	    !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-static struct json_object *get_arr(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) ||
-	    !json_object_is_type(v, json_type_array))
-		return NULL;
-	return v;
-}
-
-/* Number of leading dotted components shared by a and b. */
-/* Bytes per element of a dtype name, by libmercury; < 0 with its message. */
-static int dtype_size(struct json_object *v)
-{
-	if (!json_object_is_type(v, json_type_string))
-		return mercury_dtype_size("(not a string)");
-	return mercury_dtype_size(json_object_get_string(v));
-}
-
-static int common_components(const char *a, const char *b)
-{
-	int n = 0, i = 0;
-
-	for (;; i++) {
-		if ((a[i] == '.' || !a[i]) && (b[i] == '.' || !b[i])) {
-			n++;
-			if (!a[i] || !b[i])
-				break;
-			continue;
-		}
-		if (a[i] != b[i])
-			break;
-	}
-	return n;
-}
-
-/* First called member (in call order) sharing the longest prefix. */
-static int attach_member(const struct mp_graph *g, const char *name)
-{
-	int best = -1, bestc = -1;
-
-	for (int m = 0; m < g->nm; m++) {
-		int c;
-
-		if (!g->members[m].called)
-			continue;
-		c = common_components(name, g->members[m].name);
-		if (c > bestc || (c == bestc &&
-				  g->members[m].order < g->members[best].order)) {
-			best = m;
-			bestc = c;
-		}
-	}
-	return best;
+	if (module != MERCURY_MODEL_NONE && g->members[module].called)
+		return module;
+	return owner_member(mm, name);
 }
 
 static int cmp_order_desc(const void *a, const void *b, void *arg)
@@ -534,176 +477,88 @@ static void h200_bwd_from_ready(struct mp_graph *g, const double *ready,
 	free(pend);
 }
 
-int mp_graph_load_h200(const char *path, struct mp_graph *g,
-		       struct mp_err *err)
+static int from_h200(const char *path, const struct mercury_model *mm,
+		     const struct mercury_model_info *info, struct mp_graph *g,
+		     struct mp_err *err)
 {
-	struct json_object *root, *it, *mods, *calls, *grads, *edges, *map;
-	double fwd_total, bwd_total, *ready = NULL, *span = NULL;
+	int nmod = info->nmodules, ncall = info->ncalls, ngrad = info->nparams;
+	double *ready = NULL;
 	int *ncalls = NULL, *call_m = NULL;
 	struct medge *me = NULL;
-	int nmod, ncall, ngrad, ne = 0, ret = 0, gsize;
-	const char *s;
+	int ne = 0, ret = 0;
 
-	memset(g, 0, sizeof(*g));
-	root = json_object_from_file(path);
-	if (!root)
-		return mp_set_err(err, -EINVAL, "%s: not valid JSON: %s", path,
-				  json_util_get_last_err() ?
-				  json_util_get_last_err() : "?");
-	map = json_object_new_object();
-	if (!json_object_is_type(root, json_type_object)) {
-		ret = mp_set_err(err, -EINVAL, "%s: top level is not an object",
-				 path);
-		goto out;
-	}
-	s = get_str(root, "model");
-	g->model = mp_strdup(s ? s : "unknown");
+	g->model = mp_strdup(info->model ? info->model : "unknown");
 	g->format = mp_strdup("h200");
-	if (!json_object_object_get_ex(root, "iteration_ms", &it) ||
-	    get_num(it, "fwd_ms", &fwd_total) ||
-	    get_num(it, "bwd_ms", &bwd_total) || fwd_total < 0 ||
-	    bwd_total < 0) {
-		ret = mp_set_err(err, -EINVAL,
-				 "%s: iteration_ms.fwd_ms/bwd_ms missing or negative",
-				 path);
-		goto out;
-	}
-	mods = get_arr(root, "modules");
-	calls = get_arr(root, "forward_calls");
-	grads = get_arr(root, "grad_ready");
-	if (!mods || !calls || !grads) {
-		ret = mp_set_err(err, -EINVAL,
-				 "%s: modules, forward_calls and grad_ready must be arrays",
-				 path);
-		goto out;
-	}
-	nmod = json_object_array_length(mods);
-	ncall = json_object_array_length(calls);
-	ngrad = json_object_array_length(grads);
-	if (!ncall) {
-		ret = mp_set_err(err, -EINVAL, "%s: no forward_calls", path);
-		goto out;
-	}
+	if (info->fwd_ms < 0 || info->bwd_ms < 0)
+		return mp_set_err(err, -EINVAL,
+				  "%s: iteration_ms.fwd_ms/bwd_ms missing or negative",
+				  path);
+	if (!ncall)
+		return mp_set_err(err, -EINVAL, "%s: no forward_calls", path);
 	g->members = mp_calloc(nmod, sizeof(struct mp_member));
-	for (int i = 0; i < nmod; i++) {
-		struct json_object *o = json_object_array_get_idx(mods, i);
-		const char *name = get_str(o, "module");
-		double p;
-
-		if (!name || get_num(o, "params", &p) || p < 0) {
-			ret = mp_set_err(err, -EINVAL,
-					 "%s: modules[%d]: needs a module name and params >= 0",
-					 path, i);
-			goto out;
-		}
-		if (name_idx(map, name) >= 0) {
-			ret = mp_set_err(err, -EINVAL,
-					 "%s: module %s listed twice", path, name);
-			goto out;
-		}
-		name_put(map, name, g->nm);
-		g->members[g->nm].name = mp_strdup(name);
-		g->members[g->nm].order = -1;
-		g->members[g->nm].node = -1;
+	for (int m = 0; m < nmod; m++) {
+		g->members[m].name = mp_strdup(mercury_model_module(mm, m)->name);
+		g->members[m].order = -1;
+		g->members[m].node = -1;
 		g->nm++;
 	}
-	ncalls = mp_calloc(g->nm, sizeof(int));
+	ncalls = mp_calloc(nmod, sizeof(int));
 	call_m = mp_calloc(ncall, sizeof(int));
-	span = mp_calloc(ncall, sizeof(double));
 	for (int i = 0; i < ncall; i++) {
-		struct json_object *o = json_object_array_get_idx(calls, i);
-		const char *name = get_str(o, "module");
-		double st, fw, ob, next_st;
-		int m = name_idx(map, name);
+		const struct mercury_model_call *c = mercury_model_call(mm, i);
+		const struct mercury_model_call *n = mercury_model_call(mm, i + 1);
+		double span, next_st;
+		int m = c->module_idx;
 
-		if (m < 0) {
-			ret = mp_set_err(err, -EINVAL,
-					 "%s: forward_calls[%d] names unknown module %s",
-					 path, i, name ? name : "(none)");
-			goto out;
-		}
-		if (get_num(o, "start_ms", &st) || get_num(o, "fwd_ms", &fw) ||
-		    get_num(o, "out_bytes", &ob) || st < 0 || fw < 0 ||
-		    ob < 0) {
+		if (c->start_ms < 0 || c->fwd_ms < 0 || c->out_bytes < 0) {
 			ret = mp_set_err(err, -EINVAL,
 					 "%s: forward_calls[%d] (%s): start_ms, fwd_ms, out_bytes must be numbers >= 0",
-					 path, i, name);
+					 path, i, c->module);
 			goto out;
 		}
-		if (i + 1 < ncall) {
-			struct json_object *n = json_object_array_get_idx(calls,
-									  i + 1);
-
-			if (get_num(n, "start_ms", &next_st))
-				next_st = st + fw;
-		} else {
-			next_st = fwd_total;
-		}
+		next_st = n ? (n->start_ms >= 0 ? n->start_ms :
+			       c->start_ms + c->fwd_ms) : info->fwd_ms;
 		/* span covers the functional ops until the next leaf call */
-		span[i] = next_st - st > fw ? next_st - st : fw;
+		span = next_st - c->start_ms > c->fwd_ms ?
+		       next_st - c->start_ms : c->fwd_ms;
 		if (i == 0)
-			span[i] += st;
+			span += c->start_ms;
 		call_m[i] = m;
 		ncalls[m]++;
 		if (!g->members[m].called) {
 			g->members[m].called = 1;
 			g->members[m].order = i;
 		}
-		g->members[m].fwd_ms += span[i];
-		g->members[m].out_bytes = ob;
+		g->members[m].fwd_ms += span;
+		g->members[m].out_bytes = c->out_bytes;
 	}
-	/* edges */
-	if (json_object_object_get_ex(root, "edges", &edges) &&
-	    json_object_is_type(edges, json_type_array)) {
-		int n = json_object_array_length(edges);
+	if (info->has_edges) {
+		me = mp_calloc(info->nedges, sizeof(struct medge));
+		for (size_t i = 0; i < info->nedges; i++) {
+			const struct mercury_model_edge *e = mercury_model_edge(mm, i);
 
-		me = mp_calloc(n, sizeof(struct medge));
-		for (int i = 0; i < n; i++) {
-			struct json_object *e = json_object_array_get_idx(edges, i);
-			struct json_object *a, *b;
-			int ia, ib;
-
-			if (!json_object_is_type(e, json_type_array) ||
-			    json_object_array_length(e) != 2) {
+			if (!g->members[e->src].called ||
+			    !g->members[e->dst].called) {
 				ret = mp_set_err(err, -EINVAL,
-						 "%s: edges[%d] is not a [src, dst] pair",
-						 path, i);
+						 "%s: edges[%zu] %s -> %s names a module that is never called",
+						 path, i, g->members[e->src].name,
+						 g->members[e->dst].name);
 				goto out;
 			}
-			a = json_object_array_get_idx(e, 0);
-			b = json_object_array_get_idx(e, 1);
-			ia = name_idx(map, json_object_get_string(a));
-			ib = name_idx(map, json_object_get_string(b));
-			if (ia < 0 || ib < 0 || !g->members[ia].called ||
-			    !g->members[ib].called) {
-				ret = mp_set_err(err, -EINVAL,
-						 "%s: edges[%d] %s -> %s names a module that is never called",
-						 path, i, json_object_get_string(a),
-						 json_object_get_string(b));
-				goto out;
-			}
-			me[ne].a = ia;
-			me[ne].b = ib;
-			me[ne].bytes = g->members[ia].out_bytes;
+			me[ne].a = e->src;
+			me[ne].b = e->dst;
+			me[ne].bytes = g->members[e->src].out_bytes;
 			ne++;
 		}
-	} else if (json_object_object_get_ex(root, "edges", &edges) &&
-		   edges) {
-		ret = mp_set_err(err, -EINVAL, "%s: edges must be an array or null",
-				 path);
-		goto out;
 	} else {
+		/* no traced edges (the transformers): the call order is the chain */
 		me = mp_calloc(ncall, sizeof(struct medge));
 		for (int i = 0; i + 1 < ncall; i++) {
-			struct json_object *o = json_object_array_get_idx(calls, i);
-			double ob = 0;
-
 			if (call_m[i] == call_m[i + 1])
 				continue;
-			get_num(o, "out_bytes", &ob);
 			me[ne].a = call_m[i];
 			me[ne].b = call_m[i + 1];
-			me[ne].bytes = ob;
+			me[ne].bytes = mercury_model_call(mm, i)->out_bytes;
 			ne++;
 		}
 	}
@@ -713,359 +568,138 @@ int mp_graph_load_h200(const char *path, struct mp_graph *g,
 	if (ret)
 		goto out;
 	/* node activations: every call's output */
-	for (int i = 0; i < ncall; i++) {
-		struct json_object *o = json_object_array_get_idx(calls, i);
-		double ob = 0;
-
-		get_num(o, "out_bytes", &ob);
-		g->nodes[g->members[call_m[i]].node].act_bytes += ob;
-	}
-	/* uncalled modules follow the prefix rule */
+	for (int i = 0; i < ncall; i++)
+		g->nodes[g->members[call_m[i]].node].act_bytes +=
+			mercury_model_call(mm, i)->out_bytes;
+	/* uncalled modules belong where their first use is */
 	for (int m = 0; m < g->nm; m++) {
 		if (g->members[m].called)
 			continue;
 		g->members[m].node =
-			g->members[attach_member(g, g->members[m].name)].node;
-	}
-	/*
-	 * parameters: gradient bytes are numel times the entry's "dtype" or
-	 * the profile's "grad_dtype" (libmercury's table), fp32 if neither
-	 */
-	gsize = 4;
-	if (json_object_object_get_ex(root, "grad_dtype", &it) &&
-	    (gsize = dtype_size(it)) < 0) {
-		ret = mp_set_err(err, -EINVAL, "%s: grad_dtype: %s", path,
-				 mercury_last_error());
-		goto out;
+			g->members[owner_member(mm, g->members[m].name)].node;
 	}
 	g->params = mp_calloc(ngrad, sizeof(struct mp_param));
 	ready = mp_calloc(ngrad, sizeof(double));
 	for (int i = 0; i < ngrad; i++) {
-		struct json_object *o = json_object_array_get_idx(grads, i);
-		struct json_object *mv;
-		const char *pname = get_str(o, "param");
-		const char *mname = NULL;
-		double numel, r;
-		int m = -1, esz = gsize;
+		const struct mercury_model_param *p = mercury_model_param(mm, i);
+		struct mp_param *q = &g->params[i];
+		int m;
 
-		if (!pname || get_num(o, "numel", &numel) || numel < 0 ||
-		    get_num(o, "ready_ms", &r) || r < 0) {
+		if (p->ready_ms < 0) {
 			ret = mp_set_err(err, -EINVAL,
-					 "%s: grad_ready[%d]: needs param, numel >= 0, ready_ms >= 0",
-					 path, i);
+					 "%s: grad_ready[%d] (%s): needs ready_ms >= 0",
+					 path, i, p->name);
 			goto out;
 		}
-		if (json_object_object_get_ex(o, "module", &mv) && mv) {
-			mname = json_object_get_string(mv);
-			m = name_idx(map, mname);
-			if (m < 0) {
-				ret = mp_set_err(err, -EINVAL,
-						 "%s: grad_ready[%d] (%s) names unknown module %s",
-						 path, i, pname, mname);
-				goto out;
-			}
-		}
-		if (m < 0 || !g->members[m].called)
-			m = attach_member(g, pname);
-		g->params[i].name = mp_strdup(pname);
-		g->params[i].member = m;
+		m = member_of(g, mm, p->module_idx, p->owner);
+		q->name = mp_strdup(p->name);
+		q->member = m;
 		/*
 		 * A tied tensor is listed once, under its first user; the
 		 * other owners only need a copy where they run (sched.c).
 		 */
-		if (json_object_object_get_ex(o, "shared_with", &mv) && mv) {
-			int ns;
-
-			if (!json_object_is_type(mv, json_type_array)) {
-				ret = mp_set_err(err, -EINVAL,
-						 "%s: grad_ready[%d] (%s): shared_with must be an array of module names",
-						 path, i, pname);
-				g->np++;
-				goto out;
-			}
-			ns = json_object_array_length(mv);
-			g->params[i].shared = mp_calloc(ns + 1, sizeof(int));
-			for (int k = 0; k < ns; k++) {
-				const char *sn = json_object_get_string(
-					json_object_array_get_idx(mv, k));
-				int sm = sn ? name_idx(map, sn) : -1;
-
-				if (sm < 0) {
-					ret = mp_set_err(err, -EINVAL,
-							 "%s: grad_ready[%d] (%s): shared_with names unknown module %s",
-							 path, i, pname,
-							 sn ? sn : "(none)");
-					g->np++;
-					goto out;
-				}
-				if (!g->members[sm].called)
-					sm = attach_member(g, sn);
-				g->params[i].shared[g->params[i].nshared++] = sm;
-			}
-		}
-		if (json_object_object_get_ex(o, "dtype", &mv) &&
-		    (esz = dtype_size(mv)) < 0) {
-			ret = mp_set_err(err, -EINVAL, "%s: grad_ready[%d] (%s): %s",
-					 path, i, pname, mercury_last_error());
-			g->np++;
-			goto out;
-		}
-		g->params[i].bytes = (double)esz * numel;
-		g->params[i].ready_idx = i;
-		ready[i] = r;
+		q->shared = mp_calloc(p->nshared + 1, sizeof(int));
+		for (size_t k = 0; k < p->nshared; k++)
+			q->shared[q->nshared++] =
+				member_of(g, mm, p->shared[k],
+					  g->members[p->shared[k]].name);
+		/* libmercury's bytes: numel times the gradient's dtype */
+		q->bytes = (double)p->bytes;
+		q->ready_idx = i;
+		ready[i] = p->ready_ms;
 		g->np++;
 		/* memory: fp32 parameters (and their copies), whatever the wire */
-		g->nodes[g->members[m].node].param_bytes += 4.0 * numel;
+		g->nodes[g->members[m].node].param_bytes += 4.0 * p->numel;
 	}
-	h200_bwd_from_ready(g, ready, bwd_total);
+	h200_bwd_from_ready(g, ready, info->bwd_ms);
 	ret = mp_graph_finish(g, err);
 out:
 	free(ready);
-	free(span);
 	free(ncalls);
 	free(call_m);
 	free(me);
-	json_object_put(map);
-	json_object_put(root);
-	if (ret)
-		mp_graph_free(g);
 	return ret;
 }
 
-/* ---- PipeDream graph.txt ---------------------------------------------- */
-
-static int parse_kv(char *s, const char *key, double *out)
+static int from_pipedream(const struct mercury_model *mm,
+			  const struct mercury_model_info *info,
+			  struct mp_graph *g, struct mp_err *err)
 {
-	char *p = strstr(s, key);
-	char *end;
+	struct medge *me;
+	int *reuse, ret;
 
-	if (!p || (p != s && p[-1] != ' ' && p[-1] != ','))
-		return -ENOENT;
-	p += strlen(key);
-	if (*p != '=')
-		return -ENOENT;
-	p++;
-	if (*p == '[') {
-		/* multi-output node: [a; b; c] is the sum of its outputs */
-		double sum = 0;
-
-		p++;
-		for (;;) {
-			double v = strtod(p, &end);
-
-			if (end == p || !isfinite(v))
-				return -EINVAL;
-			if (v < 0)
-				return -ERANGE;
-			sum += v;
-			p = end;
-			while (*p == ' ')
-				p++;
-			if (*p == ';') {
-				p++;
-				continue;
-			}
-			if (*p == ']')
-				break;
-			return -EINVAL;
-		}
-		*out = sum;
-		return 0;
-	}
-	*out = strtod(p, &end);
-	if (end == p || !isfinite(*out))
-		return -EINVAL;
-	if (*out < 0)
-		return -ERANGE;
-	return 0;
-}
-
-static char *trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = 0;
-	return s;
-}
-
-int mp_graph_load_pipedream(const char *path, struct mp_graph *g,
-			    struct mp_err *err)
-{
-	static const char *const keys[] = { "forward_compute_time",
-		"backward_compute_time", "activation_size", "parameter_size" };
-	struct json_object *map = json_object_new_object();
-	struct medge *me = NULL;
-	int ne = 0, cap_e = 0, cap_m = 0, lineno = 0, ret = 0;
-	double (*vals)[4] = NULL;
-	int *reuse = NULL;
-	char *line = NULL;
-	size_t lcap = 0;
-	FILE *f;
-
-	memset(g, 0, sizeof(*g));
-	f = fopen(path, "r");
-	if (!f) {
-		json_object_put(map);
-		return mp_set_err(err, -errno, "%s: %s", path, strerror(errno));
-	}
-	{
-		const char *b = strrchr(path, '/');
-		char *dot;
-
-		g->model = mp_strdup(b ? b + 1 : path);
-		dot = strstr(g->model, ".graph");
-		if (dot)
-			*dot = 0;
-	}
+	g->model = mp_strdup(info->model);
 	g->format = mp_strdup("pipedream");
-	while (getline(&line, &lcap, f) > 0) {
-		char *s, *sep, *last;
+	g->members = mp_calloc(info->nnodes, sizeof(struct mp_member));
+	for (size_t m = 0; m < info->nnodes; m++) {
+		const struct mercury_model_node *nd = mercury_model_node(mm, m);
+		struct mp_member *mb = &g->members[m];
 
-		lineno++;
-		s = trim(line);
-		if (!*s)
-			continue;
-		sep = strstr(s, " -- ");
-		if (!sep) {
-			ret = mp_set_err(err, -EINVAL,
-					 "%s:%d: expected 'a -- b' or 'node -- op -- key=value,...'",
-					 path, lineno);
-			goto out;
-		}
-		if (line[0] == '\t' || line[0] == ' ') {
-			char *a = s, *b = trim(sep + 4);
-			int ia, ib;
-
-			*sep = 0;
-			a = trim(a);
-			ia = name_idx(map, a);
-			ib = name_idx(map, b);
-			if (ia < 0 || ib < 0) {
-				ret = mp_set_err(err, -EINVAL,
-						 "%s:%d: edge %s -- %s names a missing node",
-						 path, lineno, a, b);
-				goto out;
-			}
-			if (ne == cap_e) {
-				cap_e = cap_e ? 2 * cap_e : 256;
-				me = realloc(me, cap_e * sizeof(*me));
-				if (!me)
-					exit(1);
-			}
-			me[ne].a = ia;
-			me[ne].b = ib;
-			me[ne].bytes = vals[ia][2];
-			ne++;
-			continue;
-		}
-		last = sep;
-		for (char *p = strstr(sep + 4, " -- "); p; p = strstr(p + 4, " -- "))
-			last = p;
-		if (last == sep) {
-			ret = mp_set_err(err, -EINVAL,
-					 "%s:%d: node line needs 'name -- op -- key=value,...'",
-					 path, lineno);
-			goto out;
-		}
-		*sep = 0;
-		s = trim(s);
-		if (name_idx(map, s) >= 0) {
-			ret = mp_set_err(err, -EINVAL, "%s:%d: node %s defined twice",
-					 path, lineno, s);
-			goto out;
-		}
-		if (g->nm == cap_m) {
-			cap_m = cap_m ? 2 * cap_m : 256;
-			g->members = realloc(g->members,
-					     cap_m * sizeof(*g->members));
-			vals = realloc(vals, cap_m * sizeof(*vals));
-			if (!g->members || !vals)
-				exit(1);
-		}
-		memset(&g->members[g->nm], 0, sizeof(g->members[0]));
-		for (int k = 0; k < 4; k++) {
-			int r = parse_kv(last + 4, keys[k], &vals[g->nm][k]);
-
-			if (r) {
-				ret = mp_set_err(err, -EINVAL,
-						 "%s:%d: node %s: %s %s", path,
-						 lineno, s, keys[k],
-						 r == -ERANGE ? "is negative" :
-						 r == -ENOENT ? "is missing" :
-						 "is not a number");
-				goto out;
-			}
-		}
-		name_put(map, s, g->nm);
-		g->members[g->nm].name = mp_strdup(s);
-		g->members[g->nm].called = 1;
-		if (!strncmp(sep + 4, "Input", 5))
-			g->members[g->nm].role = MP_ROLE_INPUT;
-		else if (!strncmp(sep + 4, "__getitem__", 11))
-			g->members[g->nm].role = MP_ROLE_GETITEM;
-		g->members[g->nm].order = g->nm;
-		g->members[g->nm].fwd_ms = vals[g->nm][0];
-		g->members[g->nm].out_bytes = vals[g->nm][2];
+		mb->name = mp_strdup(nd->name);
+		mb->called = 1;
+		if (!strncmp(nd->op, "Input", 5))
+			mb->role = MP_ROLE_INPUT;
+		else if (!strncmp(nd->op, "__getitem__", 11))
+			mb->role = MP_ROLE_GETITEM;
+		mb->order = m;
+		mb->fwd_ms = nd->fwd_ms;
+		mb->out_bytes = nd->act_bytes;
 		g->nm++;
 	}
-	if (!g->nm) {
-		ret = mp_set_err(err, -EINVAL, "%s: no nodes", path);
-		goto out;
+	me = mp_calloc(info->nedges, sizeof(struct medge));
+	for (size_t i = 0; i < info->nedges; i++) {
+		const struct mercury_model_edge *e = mercury_model_edge(mm, i);
+
+		me[i].a = e->src;
+		me[i].b = e->dst;
+		me[i].bytes = g->members[e->src].out_bytes;
 	}
 	reuse = mp_calloc(g->nm, sizeof(int));
-	ret = build_nodes(g, ne, me, reuse, err);
+	ret = build_nodes(g, info->nedges, me, reuse, err);
+	free(me);
+	free(reuse);
 	if (ret)
-		goto out;
+		return ret;
 	g->params = mp_calloc(g->nm, sizeof(struct mp_param));
 	for (int m = 0; m < g->nm; m++) {
-		struct mp_node *nd = &g->nodes[g->members[m].node];
-		char buf[512];
+		const struct mercury_model_node *nd = mercury_model_node(mm, m);
+		struct mp_node *v = &g->nodes[g->members[m].node];
 
-		nd->bwd_ms += vals[m][1];
-		nd->act_bytes += vals[m][2];
-		nd->param_bytes += vals[m][3];
-		if (vals[m][3] > 0) {
-			snprintf(buf, sizeof(buf), "%s.param", g->members[m].name);
-			g->params[g->np].name = mp_strdup(buf);
-			g->params[g->np].member = m;
-			g->params[g->np].bytes = vals[m][3];
-			g->params[g->np].ready_idx = -1;
-			g->np++;
-		}
+		v->bwd_ms += nd->bwd_ms;
+		v->act_bytes += nd->act_bytes;
+		v->param_bytes += nd->param_bytes;
+		if (nd->param == MERCURY_MODEL_NONE)
+			continue;
+		g->params[g->np].name =
+			mp_strdup(mercury_model_param(mm, nd->param)->name);
+		g->params[g->np].member = m;
+		g->params[g->np].bytes = nd->param_bytes;
+		g->params[g->np].ready_idx = -1;
+		g->np++;
 	}
-	ret = mp_graph_finish(g, err);
-out:
-	fclose(f);
-	free(line);
-	free(me);
-	free(vals);
-	free(reuse);
-	json_object_put(map);
-	if (ret)
-		mp_graph_free(g);
-	return ret;
+	return mp_graph_finish(g, err);
 }
 
 int mp_graph_load(const char *path, struct mp_graph *g, struct mp_err *err)
 {
-	FILE *f = fopen(path, "r");
-	int c;
+	struct mercury_model_info info;
+	struct mercury_model *mm;
+	int ret;
 
-	if (!f)
-		return mp_set_err(err, -errno, "%s: %s", path, strerror(errno));
-	do {
-		c = fgetc(f);
-	} while (c != EOF && isspace(c));
-	fclose(f);
-	if (c == EOF)
-		return mp_set_err(err, -EINVAL, "%s: empty file", path);
-	if (c == '{' || c == '[')
-		return mp_graph_load_h200(path, g, err);
-	return mp_graph_load_pipedream(path, g, err);
+	memset(g, 0, sizeof(*g));
+	ret = mercury_model_load(path, &mm);
+	if (ret)
+		/* libmercury's reason names the file */
+		return mp_set_err(err, ret, "%s", mercury_last_error());
+	mercury_model_get_info(mm, &info, sizeof(info));
+	if (info.format == MERCURY_MODEL_H200)
+		ret = from_h200(path, mm, &info, g, err);
+	else
+		ret = from_pipedream(mm, &info, g, err);
+	mercury_model_free(mm);
+	if (ret)
+		mp_graph_free(g);
+	return ret;
 }
 
 /* ---- synthetic DAG ------------------------------------------------------ */

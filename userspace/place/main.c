@@ -149,13 +149,13 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'D': o->pipedream = 1; break;
 		case 'M': o->nomem = 1; break;
 		case 'b': {
-			char *end;
-			double v = strtod(optarg, &end);
+			double bps;
 
-			if (*end || !(v > 0) || !isfinite(v))
-				return fail(2, "--bandwidth: expected bytes per second > 0, got '%s'",
+			/* a bare number is bytes per second, as tc takes it */
+			if (mercury_parse_rate(optarg, 8, &bps))
+				return fail(2, "--bandwidth: expected bytes per second > 0 or a rate (10gbit), got '%s'",
 					    optarg);
-			o->bandwidth = v;
+			o->bandwidth = bps / 8;
 			break;
 		}
 		case 'S':

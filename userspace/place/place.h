@@ -92,11 +92,8 @@ struct mp_graph {
 };
 
 /* graph.c */
+/* An h200 *.json or PipeDream *.graph.txt, read by libmercury. */
 int mp_graph_load(const char *path, struct mp_graph *g, struct mp_err *err);
-int mp_graph_load_h200(const char *path, struct mp_graph *g,
-		       struct mp_err *err);
-int mp_graph_load_pipedream(const char *path, struct mp_graph *g,
-			    struct mp_err *err);
 /* Builds CSR, topo order, validates; members/nodes/edges filled in. */
 int mp_graph_finish(struct mp_graph *g, struct mp_err *err);
 void mp_graph_free(struct mp_graph *g);

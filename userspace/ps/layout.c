@@ -2,9 +2,10 @@
 /*
  * The tensors of a profile as the data plane moves them: sizes scaled by
  * --bytes-scale, sharded evenly over the servers (byte balance, as
- * mercury-sim does), each shard cut into chunks. The profile reader is the
- * simulator's own (userspace/sim/profile.c), so gates, priorities and
- * compute times are exactly the ones it simulates.
+ * mercury-sim does), each shard cut into chunks. The profile is read as
+ * the simulator reads it (userspace/sim/profile.c over libmercury's one
+ * reader), so gates, priorities and compute times are exactly the ones it
+ * simulates.
  */
 #include <errno.h>
 #include <math.h>
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <json-c/json.h>
+#include <mercury/mercury.h>
 
 #include "ps.h"
 
@@ -277,50 +278,33 @@ int ps_print_priorities(const struct ps_cfg *cfg, char *err, size_t errlen)
 }
 
 /*
- * Write the profile with every grad_ready numel scaled as the data plane
- * scales it, so mercury-sim simulates exactly the bytes that are sent.
+ * Write the profile with every gradient scaled as the data plane scales
+ * it, so mercury-sim simulates exactly the bytes that are sent. libmercury
+ * reads and writes it (one reader, one dtype rule).
  */
 int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen)
 {
-	json_object *root, *grads;
-	size_t i, n;
-	int ret = -EINVAL;
+	struct mercury_model_info info;
+	struct mercury_model *m;
+	size_t i;
+	int ret;
 
-	root = json_object_from_file(cfg->profile);
-	if (!root) {
-		snprintf(err, errlen, "%s: not readable JSON: %s", cfg->profile,
-			 json_util_get_last_err());
-		return -EINVAL;
+	ret = mercury_model_load(cfg->profile, &m);
+	if (ret) {
+		snprintf(err, errlen, "%s", mercury_last_error());
+		return ret;
 	}
-	if (!json_object_object_get_ex(root, "grad_ready", &grads) ||
-	    !json_object_is_type(grads, json_type_array)) {
-		snprintf(err, errlen, "%s: no grad_ready array (only h200 JSON profiles can be scaled)",
-			 cfg->profile);
-		goto out;
-	}
-	n = json_object_array_length(grads);
-	for (i = 0; i < n; i++) {
-		json_object *g = json_object_array_get_idx(grads, i), *nv;
-		int64_t numel;
+	mercury_model_get_info(m, &info, sizeof(info));
+	for (i = 0; !ret && i < info.nparams; i++) {
+		const struct mercury_model_param *p = mercury_model_param(m, i);
 
-		if (!g || !json_object_object_get_ex(g, "numel", &nv) ||
-		    !json_object_is_type(nv, json_type_int)) {
-			snprintf(err, errlen, "%s: grad_ready[%zu] has no integer numel",
-				 cfg->profile, i);
-			goto out;
-		}
-		numel = json_object_get_int64(nv);
-		numel = (int64_t)(ps_scaled_bytes(4 * (uint64_t)numel, cfg->bytes_scale) / 4);
-		json_object_object_add(g, "numel", json_object_new_int64(numel));
+		ret = mercury_model_set_numel(m, i,
+			ps_scaled_bytes(p->bytes, cfg->bytes_scale) / p->elem_size);
 	}
-	if (json_object_to_file_ext(cfg->emit, root, JSON_C_TO_STRING_PLAIN)) {
-		snprintf(err, errlen, "%s: cannot write: %s", cfg->emit,
-			 json_util_get_last_err());
-		ret = -EIO;
-		goto out;
-	}
-	ret = 0;
-out:
-	json_object_put(root);
+	if (!ret)
+		ret = mercury_model_save(m, cfg->emit);
+	if (ret)
+		snprintf(err, errlen, "%s: %s", cfg->profile, mercury_last_error());
+	mercury_model_free(m);
 	return ret;
 }

@@ -89,7 +89,11 @@ static void usage(void)
 "  --sweep-range LO:HI  sweep limits (default 1gbit:500gbit)\n"
 "  --plot FILE.png      with --sweep: plot iteration times and speedups\n"
 "  -j, --json           JSON output\n"
-"  -h, --help           this text\n", MSIM_FRAME_COST * 1e6);
+"  -h, --help           this text\n"
+"BYTES: a whole number with an optional unit as tc reads sizes (b, k, m, g\n"
+"are powers of 1024: 64k = 65536); RATE: decimal as tc's rates (10gbit =\n"
+"1e10 bit/s; a bare number is bit/s). Both parsed by libmercury.\n",
+MSIM_FRAME_COST * 1e6);
 }
 
 static long parse_int(const char *opt, const char *s, long lo, long hi)

@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-/* Option value parsers: a number with an optional unit suffix. */
+/*
+ * Option values. Sizes and rates are libmercury's (mercury_parse_size(),
+ * mercury_parse_rate()): "64k" is 65536 bytes here as in tc, mercuryctl
+ * and mercury-apply, and "10gbit" 10^10 bit/s as in tc. Only durations
+ * are the simulator's own.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -7,87 +12,54 @@
 #include <string.h>
 #include <strings.h>
 
+#include <mercury/mercury.h>
+
 #include "msim.h"
 
-struct unit {
-	const char *name;
-	double mult;
-};
-
-/* A finite number followed by one of units (case-insensitive) or none
- * (when the "" unit is listed).  Rejects empty, trailing garbage, hex. */
-static int parse_with_unit(const char *s, const struct unit *units,
-			   double *out)
+int msim_parse_rate(const char *s, double *bps)
 {
+	/* a bare number is bit/s (the simulator's documented unit) */
+	return mercury_parse_rate(s, 1, bps) ? -EINVAL : 0;
+}
+
+/* A finite number >= 0 followed by s, ms, us, ns or nothing (seconds). */
+int msim_parse_seconds(const char *s, double *sec)
+{
+	static const struct {
+		const char *name;
+		double mult;
+	} u[] = {
+		{ "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "us", 1e-6 },
+		{ "ns", 1e-9 },
+	};
 	char *end;
 	double v;
-	int i;
+	size_t i;
 
-	if (!s || !*s || isspace((unsigned char)*s))
-		return -EINVAL;
-	/* strtod would take "0x10", "inf" and "nan"; none is a rate. */
-	if (strpbrk(s, "xX") || !(isdigit((unsigned char)*s) || *s == '.' ||
-				  *s == '-' || *s == '+'))
+	/* strtod would take "0x10", "inf", "nan" and a leading space */
+	if (!s || !(isdigit((unsigned char)*s) || *s == '.') ||
+	    strpbrk(s, "xX"))
 		return -EINVAL;
 	errno = 0;
 	v = strtod(s, &end);
 	if (end == s || errno || !isfinite(v))
 		return -EINVAL;
-	for (i = 0; units[i].name; i++) {
-		if (!strcasecmp(end, units[i].name)) {
-			*out = v * units[i].mult;
-			return isfinite(*out) ? 0 : -EINVAL;
+	for (i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		if (!strcasecmp(end, u[i].name)) {
+			*sec = v * u[i].mult;
+			return 0;
 		}
 	}
 	return -EINVAL;
 }
 
-int msim_parse_rate(const char *s, double *bps)
-{
-	static const struct unit u[] = {
-		{ "", 1 }, { "bit", 1 }, { "bps", 1 },
-		{ "k", 1e3 }, { "kbit", 1e3 }, { "kbps", 1e3 },
-		{ "m", 1e6 }, { "mbit", 1e6 }, { "mbps", 1e6 },
-		{ "g", 1e9 }, { "gbit", 1e9 }, { "gbps", 1e9 },
-		{ "t", 1e12 }, { "tbit", 1e12 }, { "tbps", 1e12 },
-		{ NULL, 0 },
-	};
-	double v;
-
-	if (parse_with_unit(s, u, &v) || v <= 0)
-		return -EINVAL;
-	*bps = v;
-	return 0;
-}
-
-int msim_parse_seconds(const char *s, double *sec)
-{
-	static const struct unit u[] = {
-		{ "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "us", 1e-6 },
-		{ "ns", 1e-9 }, { NULL, 0 },
-	};
-	double v;
-
-	if (parse_with_unit(s, u, &v) || v < 0)
-		return -EINVAL;
-	*sec = v;
-	return 0;
-}
-
+/* Sizes 1..2^60 bytes; 0 is an error (callers that allow it say so). */
 int msim_parse_bytes(const char *s, uint64_t *bytes)
 {
-	static const struct unit u[] = {
-		{ "", 1 }, { "b", 1 },
-		{ "k", 1e3 }, { "kb", 1e3 }, { "kib", 1024.0 },
-		{ "m", 1e6 }, { "mb", 1e6 }, { "mib", 1048576.0 },
-		{ "g", 1e9 }, { "gb", 1e9 }, { "gib", 1073741824.0 },
-		{ NULL, 0 },
-	};
-	double v;
+	uint64_t v;
 
-	if (parse_with_unit(s, u, &v) || v < 1 || v > 1e18 ||
-	    v != floor(v))
+	if (mercury_parse_size(s, 1ULL << 60, &v) || !v)
 		return -EINVAL;
-	*bytes = (uint64_t)v;
+	*bytes = v;
 	return 0;
 }

@@ -55,6 +55,24 @@ int mercury_opts_check(const void *opts, size_t user_sz, size_t our_sz,
 #define OPTS_GET(opts, field, fallback)					\
 	(OPTS_HAS(opts, field) ? (opts)->field : (fallback))
 
+/*
+ * The largest plan or profile we read: the biggest shipped profile
+ * (gpt2_xl) is 158 KB, a plan of a million tensors about 64 MiB. A longer
+ * input (a device, a pipe that never ends) is refused with -EFBIG, not
+ * read until memory runs out.
+ */
+#define MERCURY_MAX_INPUT	(64U << 20)
+
+/* A whole file, NUL-terminated, at most MERCURY_MAX_INPUT bytes. */
+int mercury_read_file(const char *path, char **buf, size_t *len);
+/* Write len bytes of buf as the file path; a message naming it on error. */
+int mercury_write_file(const char *path, const char *buf, size_t len);
+
+struct json_object;
+/* One JSON value (and nothing after it); messages say "what: line N: ...". */
+int mercury_parse_json(const char *what, const char *buf, size_t len,
+		       struct json_object **out);
+
 /* Less urgent is larger; untagged (0) is the least urgent of all. */
 static inline unsigned long long mercury_urgency_key(unsigned int tag)
 {

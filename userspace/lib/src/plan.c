@@ -221,15 +221,7 @@ static char *xstrdup(const char *s)
 }
 
 /* Read a whole file; json-c's own reader cannot say where parsing failed. */
-/*
- * The largest plan or profile we read: the biggest shipped profile
- * (gpt2_xl) is 158 KB, a plan of a million tensors about 64 MiB. A longer
- * input (a device, a pipe that never ends) is refused, not read until
- * memory runs out.
- */
-#define MAX_INPUT	(64U << 20)
-
-static int read_file(const char *path, char **buf, size_t *len)
+int mercury_read_file(const char *path, char **buf, size_t *len)
 {
 	size_t cap = 1 << 16, n = 0, r;
 	char *b = NULL, *nb;
@@ -251,11 +243,11 @@ static int read_file(const char *path, char **buf, size_t *len)
 		n += r;
 		if (n < cap)
 			break;
-		if (cap >= MAX_INPUT) {
+		if (cap >= MERCURY_MAX_INPUT) {
 			fclose(f);
 			free(b);
 			return mercury_err(EFBIG, "%s: longer than %u MiB: not a plan or profile",
-					   path, MAX_INPUT >> 20);
+					   path, MERCURY_MAX_INPUT >> 20);
 		}
 		cap *= 2;
 	}
@@ -273,7 +265,7 @@ static int read_file(const char *path, char **buf, size_t *len)
 	return 0;
 }
 
-static int parse_json(const char *what, const char *buf, size_t len,
+int mercury_parse_json(const char *what, const char *buf, size_t len,
 		      struct json_object **out)
 {
 	struct json_tokener *tok;
@@ -601,7 +593,7 @@ static int plan_load_buf(const char *what, const char *buf, size_t len,
 	struct mercury_plan *p;
 	int err;
 
-	err = parse_json(what, buf, len, &root);
+	err = mercury_parse_json(what, buf, len, &root);
 	if (err)
 		return err;
 	p = calloc(1, sizeof(*p));
@@ -666,7 +658,7 @@ MERCURY_API int mercury_plan_load_opts(const char *path,
 	err = load_opts_check(opts);
 	if (err)
 		return err;
-	err = read_file(path, &buf, &len);
+	err = mercury_read_file(path, &buf, &len);
 	if (err)
 		return err;
 	err = plan_load_buf(path, buf, len, opts, out);
@@ -831,7 +823,7 @@ MERCURY_API int mercury_plan_set_extra(struct mercury_plan *p, const char *key,
 	memcpy(buf + 1, json, len);
 	buf[len + 1] = ']';
 	buf[len + 2] = '\0';
-	err = parse_json(key, buf, len + 2, &arr);
+	err = mercury_parse_json(key, buf, len + 2, &arr);
 	free(buf);
 	if (err)
 		return err;
@@ -855,272 +847,34 @@ MERCURY_API int mercury_plan_set_extra(struct mercury_plan *p, const char *key,
 /* ---- default plan from a profile ---------------------------------------- */
 
 struct prof_tensor {
-	const char *param;
-	const char *module;		/* as in the profile, or NULL */
-	char *owner;			/* module, or the param's parent path */
-	uint64_t bytes;
+	const struct mercury_model_param *p;
 	size_t grad_idx;		/* position in grad_ready */
-	size_t call_idx;		/* first forward call of module, or SIZE_MAX */
 };
 
-static void prof_free(struct prof_tensor *t, size_t n)
-{
-	size_t i;
-
-	for (i = 0; t && i < n; i++)
-		free(t[i].owner);
-	free(t);
-}
-
+/*
+ * The priority rule: by the forward call that needs the tensor first
+ * (mercury_model_first_use(), model.c), then reversed grad_ready order
+ * (the later-ready gradient first).
+ */
 static int prof_cmp(const void *a, const void *b)
 {
 	const struct prof_tensor *x = a, *y = b;
 
-	if (x->call_idx != y->call_idx)
-		return x->call_idx < y->call_idx ? -1 : 1;
-	/* Reversed grad_ready order: the later-ready gradient first. */
+	if (x->p->gate != y->p->gate)
+		return x->p->gate < y->p->gate ? -1 : 1;
 	return x->grad_idx < y->grad_idx ? 1 : -1;
-}
-
-static const char *get_str(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) ||
-	    !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-/*
- * First call of the nearest ancestor of name ("a.b.c" -> "a.b" -> "a" ->
- * "") with a called module at or below it; SIZE_MAX if none.
- */
-static size_t ancestor_call(const struct mercury_plan *fc, const char *name)
-{
-	size_t best, i, plen = strlen(name);
-	const char *m;
-
-	for (;;) {
-		best = SIZE_MAX;
-		for (i = 0; i < fc->n; i++) {
-			m = fc->e[i].tensor;
-			if (!plen || (!strncmp(m, name, plen) &&
-				      (m[plen] == '.' || !m[plen])))
-				if (fc->e[i].tag < best)
-					best = fc->e[i].tag;
-		}
-		if (best != SIZE_MAX || !plen)
-			return best;
-		while (plen && name[plen - 1] != '.')
-			plen--;
-		if (plen)
-			plen--;		/* drop the dot too */
-	}
-}
-
-/* Bytes per element of a torch dtype name ("float32", "torch.bfloat16"). */
-static const struct {
-	const char *name;
-	int size;
-} dtypes[] = {
-	{ "float32", 4 }, { "float", 4 }, { "fp32", 4 },
-	{ "bfloat16", 2 }, { "bf16", 2 },
-	{ "float16", 2 }, { "half", 2 }, { "fp16", 2 },
-	{ "float64", 8 }, { "double", 8 }, { "fp64", 8 },
-	{ "float8_e4m3fn", 1 }, { "float8_e5m2", 1 },
-	{ "int8", 1 }, { "uint8", 1 }, { "int16", 2 }, { "int32", 4 },
-	{ "int64", 8 },
-};
-
-/* 0 if unknown */
-static int dtype_lookup(const char *dtype)
-{
-	const char *n = dtype;
-	size_t i;
-
-	if (!strncmp(n, "torch.", 6))
-		n += 6;
-	for (i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
-		if (!strcmp(n, dtypes[i].name))
-			return dtypes[i].size;
-	return 0;
-}
-
-#define DTYPE_HINT	"float32, bfloat16, float16, float64, ..."
-
-MERCURY_API int mercury_dtype_size(const char *dtype)
-{
-	int r;
-
-	if (!dtype)
-		return mercury_err(EINVAL, "dtype: NULL argument");
-	r = dtype_lookup(dtype);
-	return r ? r : mercury_err(EINVAL, "dtype \"%s\" unknown (" DTYPE_HINT ")",
-				   dtype);
-}
-
-static int dtype_size(const char *what, const char *key, struct json_object *v)
-{
-	int r;
-
-	if (!json_object_is_type(v, json_type_string))
-		return mercury_err(EINVAL, "%s: \"%s\" must be a string", what,
-				   key);
-	r = dtype_lookup(json_object_get_string(v));
-	return r ? r : mercury_err(EINVAL,
-				   "%s: %s \"%s\" unknown (" DTYPE_HINT ")",
-				   what, key, json_object_get_string(v));
-}
-
-static int profile_tensors(const char *what, struct json_object *root,
-			   struct prof_tensor **out, size_t *nout)
-{
-	struct json_object *calls, *grads, *o, *v;
-	struct mercury_plan first_call = { 0 }, first_unique = { 0 };
-	const struct plan_entry *pe;
-	struct prof_tensor *t;
-	int elem = 4, err = 0;	/* fp32 gradients unless a dtype says */
-	size_t i, n, nc;
-	int64_t numel;
-	int esz;
-
-	if (!json_object_is_type(root, json_type_object) ||
-	    !json_object_object_get_ex(root, "forward_calls", &calls) ||
-	    !json_object_is_type(calls, json_type_array) ||
-	    !json_object_object_get_ex(root, "grad_ready", &grads) ||
-	    !json_object_is_type(grads, json_type_array))
-		return mercury_err(EINVAL,
-				   "%s: not a profile (needs arrays \"forward_calls\" and \"grad_ready\")",
-				   what);
-
-	if (json_object_object_get_ex(root, "grad_dtype", &v)) {
-		elem = dtype_size(what, "grad_dtype", v);
-		if (elem < 0)
-			return elem;
-	}
-
-	/* Module -> index of its first call, reusing the plan hash table. */
-	nc = json_object_array_length(calls);
-	first_call.e = calloc(nc ? nc : 1, sizeof(*first_call.e));
-	if (!first_call.e)
-		return mercury_err(ENOMEM, "plan: out of memory");
-	for (i = 0; i < nc; i++) {
-		const char *m = get_str(json_object_array_get_idx(calls, i),
-					"module");
-
-		if (!m) {
-			err = mercury_err(EINVAL,
-					  "%s: forward_calls[%zu]: \"module\" must be a string",
-					  what, i);
-			goto out;
-		}
-		first_call.e[first_call.n].tensor = (char *)m;
-		first_call.e[first_call.n].tag = i;
-		first_call.n++;
-	}
-	/* Keep the first call of each module only: build the index by hand. */
-	first_call.nslots = 16;
-	while (first_call.nslots < 2 * nc)
-		first_call.nslots *= 2;
-	first_call.slots = calloc(first_call.nslots, sizeof(uint32_t));
-	first_unique.e = calloc(nc ? nc : 1, sizeof(*first_unique.e));
-	if (!first_call.slots || !first_unique.e) {
-		err = mercury_err(ENOMEM, "plan: out of memory");
-		goto out;
-	}
-	for (i = 0; i < first_call.n; i++) {
-		size_t m = first_call.nslots - 1, j;
-
-		if (plan_find(&first_call, first_call.e[i].tensor))
-			continue;
-		for (j = fnv1a(first_call.e[i].tensor) & m; first_call.slots[j];
-		     j = (j + 1) & m)
-			;
-		first_call.slots[j] = i + 1;
-		first_unique.e[first_unique.n++] = first_call.e[i];
-	}
-
-	n = json_object_array_length(grads);
-	if (!n) {
-		err = mercury_err(EINVAL, "%s: \"grad_ready\" is empty", what);
-		goto out;
-	}
-	t = calloc(n, sizeof(*t));
-	if (!t) {
-		err = mercury_err(ENOMEM, "plan: out of memory");
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		o = json_object_array_get_idx(grads, i);
-		t[i].param = get_str(o, "param");
-		t[i].module = get_str(o, "module");
-		if (!t[i].param || !*t[i].param ||
-		    (!t[i].module && json_object_object_get_ex(o, "module", &v) &&
-		     v) ||
-		    !json_object_object_get_ex(o, "numel", &v) ||
-		    !json_object_is_type(v, json_type_int) ||
-		    (numel = json_object_get_int64(v)) < 0) {
-			err = mercury_err(EINVAL,
-					  "%s: grad_ready[%zu]: needs string \"param\", string or null \"module\" and integer \"numel\" >= 0",
-					  what, i);
-			prof_free(t, i);
-			goto out;
-		}
-		if (t[i].module) {
-			t[i].owner = strdup(t[i].module);
-		} else {
-			/* Owned by a non-leaf module: its parent path. */
-			const char *dot = strrchr(t[i].param, '.');
-
-			t[i].owner = strndup(t[i].param,
-					     dot ? (size_t)(dot - t[i].param) : 0);
-		}
-		if (!t[i].owner) {
-			err = mercury_err(ENOMEM, "plan: out of memory");
-			prof_free(t, i);
-			goto out;
-		}
-		esz = elem;
-		if (json_object_object_get_ex(o, "dtype", &v)) {
-			char key[48];
-
-			snprintf(key, sizeof(key), "grad_ready[%zu].dtype", i);
-			esz = dtype_size(what, key, v);
-		}
-		if (esz > 0 && (uint64_t)numel > UINT64_MAX / esz)
-			esz = mercury_err(ERANGE, "%s: grad_ready[%zu]: numel %lld is too large",
-					  what, i, (long long)numel);
-		if (esz < 0) {
-			err = esz;
-			prof_free(t, i + 1);
-			goto out;
-		}
-		t[i].bytes = (uint64_t)esz * numel;
-		t[i].grad_idx = i;
-		pe = t[i].module ? plan_find(&first_call, t[i].module) : NULL;
-		t[i].call_idx = pe ? pe->tag :
-			ancestor_call(&first_unique, t[i].owner);
-	}
-	*out = t;
-	*nout = n;
-out:
-	free(first_call.e);
-	free(first_call.slots);
-	free(first_unique.e);
-	return err;
 }
 
 MERCURY_API int mercury_plan_from_profile(const char *path,
 					  const struct mercury_plan_opts *opts,
 					  struct mercury_plan **out)
 {
-	struct json_object *root = NULL;
+	struct mercury_model_info info;
+	struct mercury_model *m = NULL;
 	struct prof_tensor *t = NULL;
 	struct mercury_plan *p = NULL;
 	unsigned int levels, group, rank;
-	size_t len, n = 0, i;
-	char *buf;
+	size_t n = 0, i;
 	int err;
 
 	if (!out || !path)
@@ -1136,16 +890,24 @@ MERCURY_API int mercury_plan_from_profile(const char *path,
 		return mercury_err(ERANGE, "plan opts: levels %u above %u",
 				   levels, MERCURY_MAX_TAG);
 
-	err = read_file(path, &buf, &len);
+	err = mercury_model_load(path, &m);
 	if (err)
 		return err;
-	err = parse_json(path, buf, len, &root);
-	free(buf);
-	if (err)
-		return err;
-	err = profile_tensors(path, root, &t, &n);
-	if (err)
+	mercury_model_get_info(m, &info, sizeof(info));
+	n = info.nparams;
+	if (!n) {
+		err = mercury_err(EINVAL, "%s: no parameter tensors", path);
 		goto out;
+	}
+	t = calloc(n, sizeof(*t));
+	if (!t) {
+		err = mercury_err(ENOMEM, "plan: out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		t[i].p = mercury_model_param(m, i);
+		t[i].grad_idx = i;
+	}
 	qsort(t, n, sizeof(*t), prof_cmp);
 
 	p = calloc(1, sizeof(*p));
@@ -1158,12 +920,12 @@ MERCURY_API int mercury_plan_from_profile(const char *path,
 	/* First the dense rank (per tensor or per module)... */
 	for (i = 0, rank = 0; i < n; i++) {
 		if (group == MERCURY_PLAN_PER_TENSOR || i == 0 ||
-		    strcmp(t[i].owner, t[i - 1].owner) ||
-		    t[i].call_idx != t[i - 1].call_idx)
+		    strcmp(t[i].p->owner, t[i - 1].p->owner) ||
+		    t[i].p->gate != t[i - 1].p->gate)
 			rank++;
 		p->e[i].tag = rank;
-		p->e[i].bytes = t[i].bytes;
-		p->e[i].tensor = strdup(t[i].param);
+		p->e[i].bytes = t[i].p->bytes;
+		p->e[i].tensor = strdup(t[i].p->name);
 		p->e[i].src = xstrdup("");
 		p->e[i].dst = xstrdup("");
 		p->n = i + 1;
@@ -1195,8 +957,8 @@ MERCURY_API int mercury_plan_from_profile(const char *path,
 	*out = p;
 	p = NULL;
 out:
-	prof_free(t, n);
-	json_object_put(root);
+	free(t);
+	mercury_model_free(m);
 	mercury_plan_free(p);
 	return mercury_ret(err);
 }
@@ -1288,12 +1050,29 @@ MERCURY_API int mercury_plan_save_buf(const struct mercury_plan *p,
 	return *json ? 0 : mercury_err(ENOMEM, "plan: out of memory");
 }
 
+int mercury_write_file(const char *path, const char *buf, size_t len)
+{
+	FILE *f;
+	int err = 0;
+
+	errno = 0;
+	f = fopen(path, "w");
+	if (!f || fwrite(buf, 1, len, f) != len || fflush(f) || ferror(f)) {
+		err = errno ? errno : EIO;
+		if (f)
+			fclose(f);
+	} else if (fclose(f)) {
+		err = errno ? errno : EIO;
+	}
+	return err ? mercury_err(err, "%s: cannot write: %s", path,
+				 strerror(err)) : 0;
+}
+
 MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 				  const char *path)
 {
 	size_t len;
 	char *buf;
-	FILE *f;
 	int err;
 
 	if (!p || !path)
@@ -1301,19 +1080,9 @@ MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 	err = mercury_plan_save_buf(p, &buf, &len);
 	if (err)
 		return err;
-	errno = 0;
-	f = fopen(path, "w");
-	if (!f || fwrite(buf, 1, len, f) != len || fflush(f) || ferror(f)) {
-		err = errno ? errno : EIO;
-		if (f)
-			fclose(f);
-		f = NULL;
-	} else if (fclose(f)) {
-		err = errno ? errno : EIO;
-	}
+	err = mercury_write_file(path, buf, len);
 	free(buf);
-	return err ? mercury_err(err, "%s: cannot write: %s", path,
-				 strerror(err)) : 0;
+	return err;
 }
 
 MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,

@@ -60,7 +60,8 @@ static void test_exports(void **state)
 	static char map[128][64], hdr[128][64];
 	static const char *const hidden[] = {
 		"mercury_err", "mercury_quiet", "mercury_pr",
-		"mercury_opts_check",
+		"mercury_opts_check", "mercury_read_file", "mercury_parse_json",
+		"mercury_write_file",
 	};
 	size_t nm, nh, i;
 	void *h;

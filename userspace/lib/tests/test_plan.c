@@ -767,7 +767,7 @@ static void test_profile_dtype(void **state)
 	fclose(f);
 	assert_int_equal(mercury_plan_from_profile(path, NULL, &p), -EINVAL);
 	assert_non_null(strstr(mercury_last_error(),
-			       "grad_ready[0].dtype \"fp8\" unknown"));
+			       "grad_ready[0] (b.w): dtype \"fp8\" unknown"));
 	unlink(path);
 	rmdir(dir);
 }

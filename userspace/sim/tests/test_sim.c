@@ -550,11 +550,12 @@ static void test_load_pipedream(void **state)
 	assert_float_equal(pr.bwd_ms, 4.75, EPS);
 	/* backward: node3 (no params), node2 ends 3.25, node1 ends 4.75 */
 	assert_int_equal(pr.ntensors, 2);
-	assert_string_equal(pr.tensors[0].name, "node2");
+	/* named as mercury-place's plans name them */
+	assert_string_equal(pr.tensors[0].name, "node2.param");
 	assert_float_equal(pr.tensors[0].ready_ms, 3.25, EPS);
 	assert_int_equal(pr.tensors[0].gate, 1);
 	assert_int_equal(pr.tensors[0].bytes, 400);
-	assert_string_equal(pr.tensors[1].name, "node1");
+	assert_string_equal(pr.tensors[1].name, "node1.param");
 	assert_float_equal(pr.tensors[1].ready_ms, 4.75, EPS);
 	assert_int_equal(pr.tensors[1].gate, 0);
 	msim_profile_free(&pr);
@@ -621,8 +622,11 @@ static void test_parsers(void **state)
 	assert_int_equal(msim_parse_seconds("0", &d), 0);
 	assert_int_equal(msim_parse_seconds("-1us", &d), -EINVAL);
 	assert_int_equal(msim_parse_seconds("5 ms", &d), -EINVAL);
+	/* libmercury's sizes: k, m, g are 1024 as in tc */
 	assert_int_equal(msim_parse_bytes("4mb", &b), 0);
-	assert_int_equal(b, 4000000);
+	assert_int_equal(b, 4194304);
+	assert_int_equal(msim_parse_bytes("64k", &b), 0);
+	assert_int_equal(b, 65536);
 	assert_int_equal(msim_parse_bytes("4mib", &b), 0);
 	assert_int_equal(b, 4194304);
 	assert_int_equal(msim_parse_bytes("1500", &b), 0);

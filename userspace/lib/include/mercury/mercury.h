@@ -163,6 +163,7 @@ MERCURY_API int mercury_tagger_get_stats(const struct mercury_tagger *t,
 #define MERCURY_MAX_TAG		65535u	/* tags are u16 on the wire */
 
 struct mercury_plan;
+struct mercury_model;
 
 struct mercury_plan_entry {
 	const char *tensor;		/* parameter name */
@@ -282,8 +283,6 @@ struct mercury_plan_info {
 MERCURY_API int mercury_plan_get_info(const struct mercury_plan *p,
 				      struct mercury_plan_info *info, size_t sz);
 
-/* Bytes per element of a torch dtype name ("float32", "torch.bfloat16"). */
-MERCURY_API int mercury_dtype_size(const char *dtype);
 
 /*
  * Tag of tensor (>= 1) in O(1); -ENOENT if the plan does not name it
@@ -296,6 +295,166 @@ MERCURY_API unsigned int mercury_plan_max_tag(const struct mercury_plan *p);
 /* Entry i in file order (profile plans: ascending tag). */
 MERCURY_API int mercury_plan_entry(const struct mercury_plan *p, size_t i,
 				   struct mercury_plan_entry *e);
+
+/* ---- model profiles ------------------------------------------------------ */
+
+/*
+ * The one reader of model profiles (profiles/README.md): an h200 JSON
+ * profile or a PipeDream graph.txt, told apart by content (JSON starts
+ * with '{' or '['). Every tool (the plan builder, mercury-place,
+ * mercury-sim, mercury-ps) reads profiles here, so they agree on what a
+ * file says:
+ *  - ownership: a parameter's gate is the first forward call that needs
+ *    it: the first call of its module, else the first call of the nearest
+ *    enclosing path that has called modules at or below it ("a.b.c" ->
+ *    "a.b" -> "a" -> the whole model; mercury_model_first_use()). A tied
+ *    tensor is listed once, under its first user, with shared_with naming
+ *    the other owners;
+ *  - bytes: numel times the size of the entry's "dtype", else of the
+ *    profile's "grad_dtype", else 4 (the shipped profiles' fp32 gradients);
+ *  - PipeDream: the forward order is topological, the lowest node number
+ *    first among ready nodes; backward runs it reversed, and each node with
+ *    parameter_size > 0 has one tensor "<node>.param" whose gradient is
+ *    ready when that node's backward ends.
+ * Input above 64 MiB is -EFBIG; anything malformed is -EINVAL with a
+ * message naming the file and the entry.
+ */
+enum mercury_model_format {
+	MERCURY_MODEL_H200 = 1,		/* h200 *.json */
+	MERCURY_MODEL_PIPEDREAM = 2,	/* PipeDream *.graph.txt */
+};
+
+#define MERCURY_MODEL_NONE	((size_t)-1)	/* no such index */
+
+/* h200: a leaf module; PipeDream: a node. */
+struct mercury_model_module {
+	const char *name;
+	uint64_t params;		/* modules[].params; 0 if not listed */
+	size_t first_call;		/* MERCURY_MODEL_NONE: never called */
+};
+
+/* One forward call, in execution order; times < 0 when not given. */
+struct mercury_model_call {
+	const char *module;
+	size_t module_idx;
+	double start_ms;
+	double fwd_ms;
+	double out_bytes;		/* PipeDream: activation_size */
+};
+
+/* One parameter tensor, in grad_ready (backward) order. */
+struct mercury_model_param {
+	const char *name;
+	const char *module;		/* NULL: the profile says null */
+	size_t module_idx;		/* MERCURY_MODEL_NONE if module is NULL */
+	const char *owner;		/* module, or the name's parent path */
+	uint64_t numel;			/* PipeDream: bytes / elem_size */
+	const char *dtype;		/* gradient dtype, "float32" by default */
+	unsigned int elem_size;		/* bytes per element of dtype */
+	uint64_t bytes;			/* gradient bytes: numel * elem_size */
+	double ready_ms;		/* since backward start; < 0 not given */
+	size_t gate;			/* first forward call that needs it */
+	size_t nshared;			/* tied tensor: the other owners */
+	const size_t *shared;		/* their module indices */
+};
+
+/* h200: module-level data flow; PipeDream: node edges (module indices). */
+struct mercury_model_edge {
+	size_t src, dst;
+};
+
+/* PipeDream only: one operator node, in file order. */
+struct mercury_model_node {
+	const char *name;
+	const char *op;			/* "Conv2d(...)", "Input0", ... */
+	double fwd_ms, bwd_ms;
+	double act_bytes;		/* a [a; b] list is summed */
+	double param_bytes;
+	size_t param;			/* its tensor, or MERCURY_MODEL_NONE */
+};
+
+struct mercury_model_info {
+	enum mercury_model_format format;
+	const char *model;		/* "model", the graph's base name; or NULL */
+	double fwd_ms, bwd_ms;		/* iteration_ms; PipeDream: sums; < 0 absent */
+	size_t nmodules, ncalls, nparams, nedges, nnodes;
+	bool has_edges;			/* h200: "edges" is an array, not null */
+	/* every call has start_ms and fwd_ms, every param ready_ms, and
+	 * iteration_ms is given: what a timing model needs */
+	bool timed;
+	uint64_t total_bytes;		/* sum of param bytes: tied ones once */
+};
+
+MERCURY_API int mercury_model_load(const char *path,
+				   struct mercury_model **out);
+/* The same from memory; name stands for the file in messages and names
+ * the PipeDream model. */
+MERCURY_API int mercury_model_load_buf(const char *buf, size_t len,
+				       const char *name,
+				       struct mercury_model **out);
+MERCURY_API void mercury_model_free(struct mercury_model *m);
+MERCURY_API int mercury_model_get_info(const struct mercury_model *m,
+				       struct mercury_model_info *info,
+				       size_t sz);
+/* Element i, or NULL (errno ENOENT) when i is out of range. */
+MERCURY_API const struct mercury_model_module *mercury_model_module(
+	const struct mercury_model *m, size_t i);
+MERCURY_API const struct mercury_model_call *mercury_model_call(
+	const struct mercury_model *m, size_t i);
+MERCURY_API const struct mercury_model_param *mercury_model_param(
+	const struct mercury_model *m, size_t i);
+MERCURY_API const struct mercury_model_edge *mercury_model_edge(
+	const struct mercury_model *m, size_t i);
+MERCURY_API const struct mercury_model_node *mercury_model_node(
+	const struct mercury_model *m, size_t i);
+/* Index of the module called name, or MERCURY_MODEL_NONE. */
+MERCURY_API size_t mercury_model_find_module(const struct mercury_model *m,
+					     const char *name);
+/*
+ * The ownership rule for any module or dotted path: the first forward
+ * call that needs it (see above); MERCURY_MODEL_NONE only without calls.
+ */
+MERCURY_API size_t mercury_model_first_use(const struct mercury_model *m,
+					   const char *name);
+
+/*
+ * Change parameter i's numel (and so its bytes) in an h200 model, and
+ * write the file back with that change, every other key as it was read
+ * (mercury-ps scales a profile to what its data plane sends). PipeDream
+ * models: -EOPNOTSUPP.
+ */
+MERCURY_API int mercury_model_set_numel(struct mercury_model *m, size_t i,
+					uint64_t numel);
+MERCURY_API int mercury_model_save(const struct mercury_model *m,
+				   const char *path);
+
+/* Bytes per element of a torch dtype name ("float32", "torch.bfloat16"). */
+MERCURY_API int mercury_dtype_size(const char *dtype);
+
+/* ---- sizes and rates ------------------------------------------------------ */
+
+/*
+ * Sizes, as tc reads them (iproute2's get_size()): a whole number and an
+ * optional unit, case-insensitive: b; k/kb, m/mb, g/gb are binary (1024)
+ * multiples of bytes; kbit, mbit, gbit binary multiples of bits. 64k is
+ * 65536 bytes everywhere in Mercury. Unlike tc, fractions, a sign, values
+ * above max and sizes that are not whole bytes are -EINVAL / -ERANGE
+ * instead of rounded or truncated.
+ */
+MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
+				   uint64_t *bytes);
+/*
+ * Rates are another unit, decimal like tc's rates: kbit, mbit, gbit, tbit
+ * (and k, m, g, t alone) are powers of 1000 bits per second, kibit, mibit,
+ * gibit, tibit powers of 1024; bps, kbps, mbps, gbps, tbps are bytes per
+ * second (tc's meaning). A number without a unit is bare_bits bits per
+ * second: 1 where a tool documents bit/s (mercury-sim), 8 for bytes per
+ * second (tc's own default, mercury-place's --bandwidth). A number may have
+ * a fraction or an exponent (2.5gbit, 1e9). Result in bits per second,
+ * > 0 and finite.
+ */
+MERCURY_API int mercury_parse_rate(const char *s, double bare_bits,
+				   double *bps);
 
 /* ---- framing ------------------------------------------------------------ */
 
