@@ -633,7 +633,7 @@ struct bg_send {
 	unsigned int tag;
 	const void *buf;
 	uint64_t len;
-	volatile int done;
+	volatile int started, done;
 	int ret;
 };
 
@@ -641,6 +641,7 @@ static void *bg_send(void *arg)
 {
 	struct bg_send *b = arg;
 
+	b->started = 1;
 	b->ret = mercury_chanset_send(b->cs, 99, b->tag, b->buf, b->len);
 	b->done = 1;
 	return NULL;
@@ -700,6 +701,11 @@ static void run_send_never_retags(bool mark)
 	b.cs = cs;
 	b.buf = buf;
 	assert_int_equal(pthread_create(&th, NULL, bg_send, &b), 0);
+	/* time the wait from the thread's start, not from its creation: on
+	 * a loaded machine a new thread may first run much later
+	 */
+	while (!b.started)
+		usleep(1000);
 	usleep(200 * 1000);
 	assert_false(b.done);
 	for (i = 0; i < NT; i++) {
@@ -707,7 +713,8 @@ static void run_send_never_retags(bool mark)
 		assert_true(nsd(fds[i]) > 0);
 	}
 	/* Empty the tag-3 connection. */
-	for (tries = 0; tries < 5000 && !b.done; tries++) {
+	/* until the send is done (it gives up after timeout_ms, 60 s) */
+	for (tries = 0; tries < 120000 && !b.done; tries++) {
 		while ((r = read(acc[1], sink, sizeof(sink))) > 0)
 			;
 		usleep(1000);
