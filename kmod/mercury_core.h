@@ -16,12 +16,11 @@
  * provides: struct sk_buff (rbnode, next, prev, truesize, cb),
  * qdisc_skb_cb(), qdisc_pkt_len(), qdisc_cb_private_validate(), the
  * rbtree and rbtree_augmented API, the list_head helpers, hash_64(),
- * fls(), BIT_ULL(), __ffs64(), fls64(), DIV_ROUND_UP(), U32_MAX, -ENOMEM,
- * -ENOSPC, struct gnet_stats_basic_sync, and, declared before this file
- * and defined anywhere:
+ * fls(), BIT_ULL(), __ffs64(), fls64(), DIV_ROUND_UP(), U32_MAX, ENOMEM,
+ * struct gnet_stats_basic_sync, and, declared before this file:
  *
- *	static struct mercury_flow *mercury_flow_alloc(void);	(atomic)
- *	static void mercury_flow_free(struct mercury_flow *f);
+ *	struct mercury_flow *mercury_flow_alloc(void);	(must not sleep)
+ *	void mercury_flow_free(struct mercury_flow *f);
  */
 #ifndef _MERCURY_CORE_H
 #define _MERCURY_CORE_H
@@ -96,7 +95,6 @@ struct mercury_core {
 	s64			share_credit;		/* bytes x 100 */
 	u32			quantum;		/* configured DRR bytes */
 	u32			drr_quantum;		/* max(quantum, largest packet) */
-	u32			max_flows;		/* the 'flows' option */
 	u32			bucket_bits;		/* log2 of the bucket count */
 	u32			urank;			/* rank of the untagged class */
 	u32			share;			/* untagged percent, 0: none */
@@ -126,15 +124,14 @@ static inline struct sk_buff *mercury_skb(struct rb_node *n)
 	return rb_entry(n, struct sk_buff, rbnode);
 }
 
-/* Buckets of the flow lookup table for at most @flows flows: about one
- * flow per four buckets, 16..1024 trees. Each is a tree, so a full bucket
- * costs O(log flows), never a list walk.
+/* The 'flows' option sizes the flow lookup table: @flows buckets, rounded
+ * up to a power of two (at least two). Each bucket is a tree, so a crowded
+ * bucket costs O(log flows), never a list walk, and the number of flows is
+ * bounded by the queued packets, not by the table.
  */
 static inline u32 mercury_bucket_bits(u32 flows)
 {
-	int bits = fls(flows) - 2;
-
-	return bits < 4 ? 4 : bits > 10 ? 10 : bits;
+	return flows > 2 ? fls(flows - 1) : 1;
 }
 
 static inline void mercury_core_init(struct mercury_core *c)
@@ -432,8 +429,8 @@ static inline void mercury_spares_trim(struct mercury_core *c, u32 keep)
 }
 
 /* Make sure the packet of @key and @rank can be queued: its flow exists,
- * or there is room and memory for a new one (kept as a spare). Called
- * before the drop policy evicts anything for it.
+ * or there is memory for a new one (kept as a spare). Called before the
+ * drop policy evicts anything for it.
  */
 static inline int mercury_flow_reserve(struct mercury_core *c,
 				       unsigned long key, u32 rank)
@@ -442,8 +439,6 @@ static inline int mercury_flow_reserve(struct mercury_core *c,
 
 	if (mercury_flow_find(c, key, rank))
 		return 0;
-	if (c->nflows >= c->max_flows)
-		return -ENOSPC;
 	if (!list_empty(&c->spares))
 		return 0;
 	f = mercury_flow_alloc();
@@ -462,8 +457,6 @@ static inline struct mercury_flow *mercury_flow_create(struct mercury_core *c,
 	struct rb_node **link = &c->t.buckets[b].rb_node, *parent = NULL;
 	struct mercury_flow *f;
 
-	if (c->nflows >= c->max_flows)
-		return NULL;
 	while (*link) {
 		parent = *link;
 		f = rb_entry(parent, struct mercury_flow, hnode);
@@ -512,8 +505,8 @@ static inline void mercury_flow_requeue(struct mercury_core *c,
 /* ---- queueing --------------------------------------------------------- */
 
 /* Queue @skb, already classified into cb->rank, in the flow of @key.
- * No limits, no sch stats. -ENOSPC: 'flows' flows exist already; -ENOMEM:
- * no memory for a new flow; either way nothing changed.
+ * No limits, no sch stats. -ENOMEM: no memory for a new flow, nothing
+ * changed.
  */
 static __always_inline int mercury_insert(struct mercury_core *c,
 					  struct sk_buff *skb,
@@ -527,7 +520,7 @@ static __always_inline int mercury_insert(struct mercury_core *c,
 	if (!f) {
 		f = mercury_flow_create(c, key, rank);
 		if (!f)
-			return c->nflows >= c->max_flows ? -ENOSPC : -ENOMEM;
+			return -ENOMEM;
 	}
 	if (len > c->drr_quantum)
 		c->drr_quantum = len;
@@ -615,7 +608,7 @@ static inline struct mercury_flow *mercury_select(struct mercury_core *c,
  * round-robin step it may take is the one that dequeue would take; no
  * counter moves.
  */
-static inline struct sk_buff *mercury_peek(struct mercury_core *c, u32 rank)
+static inline struct sk_buff *mercury_core_peek(struct mercury_core *c, u32 rank)
 {
 	return mercury_flow_head(mercury_select(c, rank));
 }

@@ -91,7 +91,6 @@ static int pq_mercury_init(struct pq *pq, const struct pq_cfg *cfg)
 		return -ENOMEM;
 	for (i = 0; i < nranks; i++)
 		INIT_LIST_HEAD(&t->levels[i].flows);
-	c->max_flows = cfg->buckets;
 	c->quantum = cfg->quantum ? cfg->quantum : 2 * 1514;
 	c->drr_quantum = c->quantum;
 	c->flow_order = cfg->flow_order;

@@ -51,7 +51,7 @@ enum pq_kind {
 struct pq_cfg {
 	enum pq_kind	kind;
 	u32		levels;		/* tagged levels: ranks 1..levels */
-	u32		buckets;	/* mercury: most flows; v1: buckets */
+	u32		buckets;	/* mercury: lookup buckets; v1: flow buckets */
 	bool		flow_order;	/* mercury flow_order */
 	u32		capacity;	/* heap: most packets queued at once */
 	u32		quantum;	/* mercury DRR quantum, bytes */
