@@ -248,6 +248,22 @@ struct pq_pkt *pq_rbtree_pop(struct pq *pq)
 	return min;
 }
 
+/* The least urgent packet, the newest among equals, if less urgent than
+ * @rank: the drop policy of a tree of packets.
+ */
+struct pq_pkt *pq_rbtree_drop(struct pq *pq, s64 rank)
+{
+	struct pq_pkt *max = RB_MAX(pq_rb, &pq->rb);
+
+	if (!max || (s64)(max->key >> PQ_SEQ_BITS) <= rank)
+		return NULL;
+	if (max == pq->rb_min)
+		pq->rb_min = NULL;	/* it was the only packet */
+	RB_REMOVE(pq_rb, &pq->rb, max);
+	pq->len--;
+	return max;
+}
+
 /* ---- by kind ------------------------------------------------------------ */
 
 u32 pq_rank_of(const struct pq *pq, const struct pq_pkt *pkt)

@@ -115,6 +115,8 @@ struct pq_pkt *pq_mercury_pop(struct pq *pq);
 struct pq_pkt *pq_heap_pop(struct pq *pq);
 struct pq_pkt *pq_rbtree_pop(struct pq *pq);
 
+struct pq_pkt *pq_rbtree_drop(struct pq *pq, s64 rank);
+
 /* Rank of a queued or just popped packet. */
 u32 pq_rank_of(const struct pq *pq, const struct pq_pkt *pkt);
 
