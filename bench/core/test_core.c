@@ -328,8 +328,8 @@ static void test_untagged_first_bounded(void **state)
 	if (!use_v1)
 		qd.pq->core.share = MERCURY_FIRST_SHARE;	/* as sch_mercury */
 	for (i = 0; i < 2000; i++) {
-		qd_enqueue(pkt(n++, 0x1000, 1000), 0);	/* untagged bulk */
-		qd_enqueue(pkt(n++, 0x2000, 1000), 5);	/* a gradient */
+		qd_enqueue(pkt(n++, 0x10000000, 1000), 0);	/* untagged bulk */
+		qd_enqueue(pkt(n++, 0x20000000, 1000), 5);	/* a gradient */
 	}
 	for (i = 0; i < 2000; i++) {
 		p = qd_dequeue();
@@ -343,10 +343,10 @@ static void test_untagged_first_bounded(void **state)
 		;
 	/* control traffic: one untagged packet among backlogged gradients */
 	for (i = 0; i < 100; i++)
-		qd_enqueue(pkt(n++, 0x2000, 1000), 5);
+		qd_enqueue(pkt(n++, 0x20000000, 1000), 5);
 	for (i = 0; i < 50; i++)
 		qd_dequeue();
-	qd_enqueue(pkt(n, 0x3000, 100), 0);
+	qd_enqueue(pkt(n, 0x30000000, 100), 0);
 	assert_int_equal(qd_dequeue() - pkts, n);
 	while (qd_dequeue())
 		;
