@@ -10,8 +10,11 @@
 #
 # tbf starts at 8 bit/s: one "plug" packet spends its bucket, and every
 # packet after it waits in mercury, whose queue is then filled exactly as
-# the test says. Raising the rate releases the queue; the receiver records
-# the order in which packets left. Counters are read once the qdisc is
+# the test says. Raising the rate releases the queue; tbf_change() neither
+# cancels the watchdog (due in minutes at 8 bit/s) nor reschedules the
+# device, so one more packet (the "kick", least urgent, with mercury's
+# limits raised first so that it drops nothing) starts the drain. The
+# receiver records the order in which packets left. Counters are read once the qdisc is
 # empty again. Under tbf, mercury is peeked whenever tbf waits for tokens:
 # a peek that held a packet (qdisc_peek_dequeued) would send that packet
 # first, before more urgent arrivals.
@@ -33,7 +36,9 @@ stalled() {
 }
 
 release() {
-	tcs qdisc change dev veth0 root handle 1: tbf rate 100mbit burst $((BURST + 3000)) limit 10000000
+	tcs qdisc change dev veth0 parent 1:1 handle 10: mercury limit 100000 memory_limit 32Mb &&
+	tcs qdisc change dev veth0 root handle 1: tbf rate 100mbit burst $((BURST + 3000)) limit 10000000 &&
+	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --burst kick:1000:1
 }
 
 # fill_release QUEUED SEND-ARGS... [++ SEND-ARGS...]: start the receiver,
@@ -74,13 +79,14 @@ fill_release() {
 	wait $pid
 }
 
-# arrived EXPECTED: the packets after the plug, as "name:tag:seq" words,
-# are exactly EXPECTED, in that order.
+# arrived EXPECTED: the packets between the plug and the kick (which,
+# least urgent, must come last), as "name:tag:seq" words, are exactly
+# EXPECTED, in that order.
 arrived() {
 	python3 - "$R" "$1" <<'EOF'
 import json, sys
-got = ["%s:%d:%d" % tuple(p) for p in json.load(open(sys.argv[1])) if p[0] != "plug"]
-want = sys.argv[2].split()
+got = ["%s:%d:%d" % tuple(p) for p in json.load(open(sys.argv[1]))]
+want = ["plug:20:0"] + sys.argv[2].split() + ["kick:1000:0"]
 print("# arrived: " + " ".join(got))
 sys.exit(0 if got == want else 1)
 EOF
@@ -122,7 +128,7 @@ ktap_check "peek holds nothing: the urgent packets leave first" \
 	arrived "hi:1:0 hi:1:1 hi:1:2 lo:10:0 lo:10:1 lo:10:2"
 ktap_check "peek: nothing dropped, counters at dequeue" \
 	test "$(qdisc_stat veth0 10: drops)" = 0 -a "$(class_stat packets 1)" = 3 \
-	-a "$(class_stat packets 10)" = 3 -a "$(qdisc_stat veth0 10: packets)" = 7
+	-a "$(class_stat packets 10)" = 3 -a "$(qdisc_stat veth0 10: packets)" = 8
 teardown_qdisc
 
 # --- a packet larger than memory_limit drops alone -------------------------
