@@ -92,12 +92,12 @@ case_run "tag from mark with shift and mask" \
 case_run "untagged first overtakes tagged, up to half the link" \
 	mercury untagged first -- \
 	--burst t:5:150 --burst u:0:60 -- \
-	share --urgent u --share 45 --slack 12
+	share --urgent u --share 45 --slack 30
 
 case_run "untagged first bulk leaves tagged half the link" \
 	mercury untagged first -- \
 	--burst u:0:150 --burst t:5:60 -- \
-	share --urgent t --share 45 --slack 12
+	share --urgent t --share 45 --slack 30
 
 case_run "tags above levels count as untagged" \
 	mercury levels 8 untagged last -- \
