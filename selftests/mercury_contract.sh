@@ -138,7 +138,7 @@ teardown_qdisc
 # only once the plug has left.
 $IP -n $NS_S link set veth0 mtu 9000
 $IP -n $NS_R link set veth1 mtu 9000
-BURST=9000 PLUG_SIZE=8000
+BURST=9000 PLUG_SIZE=8900
 lower_memory() { tcs qdisc change dev veth0 parent 1:1 handle 10: mercury memory_limit 6000; }
 BEFORE_SEND=lower_memory
 stalled
