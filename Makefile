@@ -9,6 +9,10 @@
 #   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)
 #   make style      checkpatch --strict on kmod/ and tc-plugin/
 #   make check      sparse and W=1 build of the module
+#   make test-debug the guest suite and the long fuzz runs under a debug
+#                   kernel (KASAN, kmemleak, lockdep; Documentation/safety.md)
+#   make soak       SOAK_MINUTES (10) of traffic, changes and module reloads
+#                   under the debug kernel (Documentation/safety.md)
 
 # The kernel we build for: the newest one whose headers are installed,
 # unless KVER is given. Never the running kernel: it may have no modules.
@@ -54,8 +58,18 @@ style:
 check:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 C=2 CHECK="sparse" modules
 
+# Safety runs under the debug guest kernel (scripts/debug-kernel/).
+.PHONY: test-debug soak
+test-debug: deps
+	scripts/debug-kernel/test-debug.sh
+
+SOAK_MINUTES ?= 10
+soak: deps
+	SOAK_MINUTES=$(SOAK_MINUTES) scripts/debug-kernel/soak.sh
+
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null || true
+	$(MAKE) -C selftests/fuzz clean
 	$(MAKE) -C tc-plugin clean
 	@for m in $(USERSPACE_DIRS); do $(MAKE) -C $$(dirname $$m) clean; done
 	rm -rf out
@@ -68,7 +82,7 @@ clean:
 #                          installed kernel with headers
 #   make deb               out/deb/: mercury-dkms, mercury-tools and
 #                          mercury-modules-$(KVER) (the module prebuilt)
-MERCURY_VERSION := 0.1.0
+MERCURY_VERSION := $(shell cat VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin

@@ -4,20 +4,26 @@
 
 Each case's iteration time is the median over its runs (min, max and
 every run are kept); speedups are ratios of those (other / this); "sim" is
-mercury-sim's prediction for the same scaled case, "agree" the measured
-time over the predicted one (the target is within 15 %).
+mercury-sim's prediction for the same scaled case with the start-up costs
+measured in the same guest, "meas/sim" the measured time over the
+predicted one (target: within 10 %, with a spread below 10 %). The last
+lines say in plain words what Mercury gained over each baseline.
 """
 import argparse
 import json
 import sys
 
-TARGET_FIFO, TARGET_BS, TARGET_IDEAL, AGREE = 1.18, 1.08, 1.05, 0.15
+AGREE, SPREAD = 0.10, 0.10
+SCHEMES = ("vanilla", "fifo-stream", "prio", "bytesched", "mercury")
+PLAIN = {"vanilla": "a stock parameter server",
+         "fifo-stream": "FIFO with streaming aggregation",
+         "bytesched": "ByteScheduler-style partitioning"}
 
 
 def num(s):
     try:
         return float(s)
-    except ValueError:
+    except (TypeError, ValueError):
         return None
 
 
@@ -41,14 +47,14 @@ def main():
             rows[key][r["scheme"]] = r
     configs = any(k[0] for k in order)
     out = {"meta": a.meta, "models": []}
-    lines = []
-    lines.append("Emulated PS training (" + a.meta + ")")
+    lines = ["Emulated PS training (" + a.meta + ")"]
     cfgw = max([len(k[0]) for k in order] + [6]) if configs else 0
     lines.append(("%-*s " % (cfgw, "config") if configs else "") +
-                 "%-13s %-9s %10s %7s %8s %8s %8s %10s %7s %4s  %s" %
-                 ("model", "scheme", "iter ms", "spread", "vs fifo", "vs bytes", "vs prio",
-                  "sim ms", "meas/sim", "cpu%", "sums"))
-    met = {"fifo": 0, "bytesched": 0, "ideal": 0, "agree": 0, "n": 0, "runs": 0}
+                 "%-13s %-11s %9s %7s %8s %8s %8s %9s %8s %4s  %-6s %s" %
+                 ("model", "scheme", "iter ms", "spread", "vs van.", "vs fifoS", "vs bytes",
+                  "sim ms", "meas/sim", "cpu%", "sums", "note"))
+    met = {"agree": 0, "steady": 0, "runs": 0}
+    plain = []
     for key in order:
         cfg, m = key
         sc = rows[key]
@@ -62,7 +68,7 @@ def main():
                  "ideal_sim_ms": sim.get("ideal"), "schemes": []}
         if configs:
             model["config"] = cfg
-        for s in ("fifo", "prio", "bytesched", "mercury"):
+        for s in SCHEMES:
             if s not in sc:
                 continue
             v = ms.get(s)
@@ -71,49 +77,66 @@ def main():
             cpu = [num(x) for x in sc[s].get("cpu_pct", "-").split(",")]
             spread = round((hi - lo) / v, 3) if v and lo is not None and hi is not None else None
 
-            def ratio(base):
-                b = ms.get(base)
-                return round(b / v, 3) if b and v else None
+            def ratio(base, tab=ms):
+                b = tab.get(base)
+                return round(b / tab[s], 3) if b and tab.get(s) else None
             agree = round(v / sim[s], 3) if v and sim.get(s) else None
+            note = sc[s].get("note", "") or ""
             e = {"scheme": s, "iteration_ms": v, "min_ms": lo, "max_ms": hi,
                  "runs_ms": [x for x in runs if x is not None], "spread": spread,
                  "cpu_pct": [x for x in cpu if x is not None],
-                 "speedup_vs_fifo": ratio("fifo"),
+                 "speedup_vs_vanilla": ratio("vanilla"),
+                 "speedup_vs_fifo_stream": ratio("fifo-stream"),
                  "speedup_vs_bytesched": ratio("bytesched"), "speedup_vs_prio": ratio("prio"),
                  "sim_ms": sim.get(s), "measured_over_sim": agree,
-                 "verified": sc[s]["verified"] == "1"}
+                 "sim_speedup_vs_vanilla": ratio("vanilla", sim),
+                 "sim_speedup_vs_fifo_stream": ratio("fifo-stream", sim),
+                 "sim_speedup_vs_bytesched": ratio("bytesched", sim),
+                 "verified": sc[s]["verified"] == "1", "note": note}
             model["schemes"].append(e)
             met["runs"] += 1
             if agree is not None and abs(agree - 1) <= AGREE:
                 met["agree"] += 1
+            if spread is not None and spread < SPREAD:
+                met["steady"] += 1
             f = lambda x, w=8: ("%*.3f" % (w, x)) if x is not None else "%*s" % (w, "-")
             cpus = [x for x in cpu if x is not None]
             lines.append(("%-*s " % (cfgw, cfg) if configs else "") +
-                         "%-13s %-9s %10s %7s %8s %8s %8s %10s %7s %4s   %s" % (
-                m, s, f(v, 10), ("%6.1f%%" % (100 * spread)) if spread is not None else "      -",
-                f(e["speedup_vs_fifo"]), f(e["speedup_vs_bytesched"]),
-                f(e["speedup_vs_prio"]), f(sim.get(s), 10), f(agree, 7),
+                         "%-13s %-11s %9s %7s %8s %8s %8s %9s %8s %4s  %-6s %s" % (
+                m, s, f(v, 9), ("%6.1f%%" % (100 * spread)) if spread is not None else "      -",
+                f(e["speedup_vs_vanilla"]), f(e["speedup_vs_fifo_stream"]),
+                f(e["speedup_vs_bytesched"]), f(sim.get(s), 9), f(agree, 8),
                 ("%d" % round(sum(cpus) / len(cpus))) if cpus else "-",
-                "exact" if e["verified"] else "FAILED"))
+                "exact" if e["verified"] else "FAILED", note))
         mer = next((e for e in model["schemes"] if e["scheme"] == "mercury"), None)
         if mer:
-            met["n"] += 1
-            met["fifo"] += bool(mer["speedup_vs_fifo"] and mer["speedup_vs_fifo"] >= TARGET_FIFO)
-            met["bytesched"] += bool(mer["speedup_vs_bytesched"] and
-                                     mer["speedup_vs_bytesched"] >= TARGET_BS)
+            parts = []
+            for base in ("vanilla", "fifo-stream", "bytesched"):
+                k = "speedup_vs_" + base.replace("-", "_")
+                if mer.get(k):
+                    parts.append("%.2fx %s %s (simulated %.2fx)" % (
+                        mer[k], "faster than" if not parts else "than", PLAIN[base],
+                        mer["sim_" + k] or float("nan")))
+            if parts:
+                plain.append("%s: Mercury %s" % (m, ", ".join(parts)))
             if sim.get("mercury") and sim.get("ideal"):
                 model["sim_mercury_over_ideal"] = round(sim["mercury"] / sim["ideal"], 4)
-                met["ideal"] += model["sim_mercury_over_ideal"] <= TARGET_IDEAL
         out["models"].append(model)
     lines.append("")
     lines.append("spread = (max - min) / median over the runs of a case; cpu% = guest CPU busy "
-                 "(both vCPUs) during a run")
-    lines.append("Mercury, measured: >= %.2fx fifo on %d/%d models, >= %.2fx bytesched on %d/%d; "
-                 "simulated within %d%% of ideal on %d/%d; measured within %d%% of the simulator "
-                 "in %d/%d runs" % (TARGET_FIFO, met["fifo"], met["n"], TARGET_BS, met["bytesched"],
-                                   met["n"], round((TARGET_IDEAL - 1) * 100), met["ideal"], met["n"],
-                                   round(AGREE * 100), met["agree"], met["runs"]))
+                 "(both vCPUs) during a run; meas/sim = measured / simulated")
+    lines.append("measured within %d%% of the simulator in %d/%d cases; spread below %d%% in %d/%d"
+                 % (round(AGREE * 100), met["agree"], met["runs"], round(SPREAD * 100),
+                    met["steady"], met["runs"]))
+    if any(s in rows[k] for k in order for s in ("bytesched",)):
+        lines.append("bytesched: not run faithfully by this emulation: its credit window covers a few "
+                     "of the guest's partition round trips, not hundreds as on a cluster (note = share "
+                     "of the iteration the window was full; Documentation/benchmark.md)")
+    lines.append("")
+    lines.append("In plain words (measured in the emulation, ratios of iteration times):")
+    lines.extend(plain)
     out["summary"] = met
+    out["plain"] = plain
     with open(a.text, "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(a.json, "w") as f:

@@ -6,7 +6,7 @@
 # builds what the guest needs, boots the VM once with bench/training.sh
 # (every model, every scheme), shows progress, prints the table and
 # writes OUTDIR/bench.png (default OUTDIR: out/bench).
-#   --short  the demo: 3 models x 4 schemes x 2 runs, about 5 minutes
+#   --short  the demo: 3 models x 4 schemes x 2 runs, a few minutes
 #   --full   all 5 models, more iterations, 2 runs per case
 #   --calibrate FILE  one boot over a list of settings ("LABEL VAR=VAL ...")
 set -u
@@ -57,7 +57,7 @@ cat > "$out/bench.env" <<-EOT
 # Overrides from the environment: BENCH_MODELS="resnet50 vgg16",
 # BENCH_SCHEMES=fifo, BENCH_REPEAT=3, BENCH_MTU=9000, ... (every setting
 # of bench/training.sh, prefixed with BENCH_).
-for v in MODELS SCHEMES W S RATE MTU BURST SSAI REPEAT TARGET_BYTES ITER CHANNELS LEVELS INFLIGHT DELAY TSQ DIAG; do
+for v in MODELS SCHEMES W S RATE MTU BURST SSAI REPEAT TARGET_BYTES ITER CHANNELS LEVELS INFLIGHT DELAY TSQ DIAG CHUNK CHUNK_MIN FRAME_COST LATENCY PART_RTT BS_CREDIT; do
 	eval "val=\${BENCH_$v:-}"
 	[ -n "$val" ] && printf '%s="%s"\n' "$v" "$val" >> "$out/bench.env"
 done
@@ -101,9 +101,9 @@ if [ ! -s "$out/bench.json" ]; then
 	echo "bench: no results (see $out/training.log and $out/vm-run.out)" >&2
 	exit 1
 fi
-cat "$out/bench.txt"
 
-# Plot: iteration time per scheme and model (clustered bars).
+# Plot: iteration time per scheme and model (clustered bars), measured,
+# with the simulator's ideal and Mercury beside them.
 dat=$out/bench.dat
 python3 - "$out/bench.json" > "$dat" <<'PY'
 import json, sys
@@ -113,8 +113,8 @@ for m in d["models"]:
     v = {s["scheme"]: s["iteration_ms"] for s in m["schemes"]}
     sm = next((s["sim_ms"] for s in m["schemes"] if s["scheme"] == "mercury"), None)
     print(m["model"], *[("%.2f" % v[k]) if v.get(k) else "NaN"
-                        for k in ("fifo", "prio", "bytesched", "mercury")],
-          ("%.2f" % sm) if sm else "NaN")
+                        for k in ("vanilla", "fifo-stream", "bytesched", "mercury")],
+          *[("%.2f" % x) if x else "NaN" for x in (m.get("ideal_sim_ms"), sm)])
 PY
 gnuplot <<EOT 2>> "$out/build.log" || echo "bench: gnuplot failed" >&2
 set terminal pngcairo size 1000,560 font "sans,11" noenhanced
@@ -129,11 +129,14 @@ set logscale y
 set key top left
 set datafile missing "NaN"
 set grid ytics
-plot "$dat" using 2:xtic(1) title "fifo (pfifo_fast)", \
-     "" using 3 title "prio (16 bands)", \
+plot "$dat" using 2:xtic(1) title "vanilla (stock PS, whole tensors)", \
+     "" using 3 title "fifo-stream (FIFO, streaming aggregation)", \
      "" using 4 title "bytesched (partition + credit)", \
      "" using 5 title "mercury", \
-     "" using 6 title "mercury, simulated" fs pattern 4
+     "" using 6 title "ideal, simulated" fs pattern 4, \
+     "" using 7 title "mercury, simulated" fs pattern 5
 EOT
+# the table, ending with what Mercury gained in plain words
+cat "$out/bench.txt"
 echo "bench: plot $out/bench.png"
 exit $rc

@@ -7,11 +7,13 @@
  * them first layer first. Mercury sends the most urgent queued packet
  * first, so the bytes the next iteration needs soonest leave soonest.
  *
-' * Contract
- *  - Each packet carries a tag, read once at enqueue from skb->mark or
- *    skb->priority as (value >> shift) & mask. Tag 1 is the most urgent;
- *    tags 1..levels are tagged levels. Tag 0 and tags above levels go to
- *    the untagged class, placed before or after all tagged levels.
+ * Contract
+ *  - Each packet carries a tag, read once at enqueue from skb->mark,
+ *    skb->priority or the DSCP of its IPv4/IPv6 header as
+ *    (value >> shift) & mask. Tag 1 is the most urgent; tags 1..levels
+ *    are tagged levels, tags above levels count as levels (the least
+ *    urgent tagged level). Tag 0 goes to the untagged class, placed
+ *    before or after all tagged levels.
  *  - A flow is a socket (skb->sk, as sch_fq keys it); packets without a
  *    full, connected socket (forwarded traffic, SYN-ACKs of listeners,
  *    unconnected UDP) are keyed by their whole skb_get_hash(). No two
@@ -72,6 +74,10 @@
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/types.h>
+#include <linux/if_vlan.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <net/dsfield.h>
 #include <net/netlink.h>
 #include <net/pkt_sched.h>
 #include <net/sch_generic.h>
@@ -135,15 +141,61 @@ static u32 mercury_tag_of_rank(const struct mercury_sched_data *q, u32 rank)
 	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? rank : rank + 1;
 }
 
+/* The DSCP (top six bits of the IPv4 TOS or IPv6 traffic class) of @skb;
+ * 0 (untagged) for anything that is not an IPv4 or IPv6 packet or is too
+ * short to hold the field. Unlike the mark and the priority, it survives a
+ * veth crossing into another network namespace, which scrubs both, so
+ * tags set in a container (IP_TOS, IPV6_TCLASS: no privilege needed) reach
+ * the host's qdisc. VLAN headers are looked through, as in sch_cake.
+ */
+static u32 mercury_dscp(const struct sk_buff *skb)
+{
+	const u8 *h;
+	u8 buf[2];
+
+	switch (skb_protocol(skb, true)) {
+	case htons(ETH_P_IP):
+		h = skb_header_pointer(skb, skb_network_offset(skb),
+				       sizeof(buf), buf);
+		if (!h || h[0] >> 4 != 4)
+			return 0;
+		return ipv4_get_dsfield((const struct iphdr *)h) >> 2;
+	case htons(ETH_P_IPV6):
+		h = skb_header_pointer(skb, skb_network_offset(skb),
+				       sizeof(buf), buf);
+		if (!h || h[0] >> 4 != 6)
+			return 0;
+		return ipv6_get_dsfield((const struct ipv6hdr *)h) >> 2;
+	default:
+		return 0;
+	}
+}
+
+static u32 mercury_tag_value(const struct mercury_sched_data *q,
+			     const struct sk_buff *skb)
+{
+	switch (q->cfg.source) {
+	case TC_MERCURY_TAG_PRIORITY:
+		return skb->priority;
+	case TC_MERCURY_TAG_DSCP:
+		return mercury_dscp(skb);
+	default:
+		return skb->mark;
+	}
+}
+
 static u32 mercury_classify(const struct mercury_sched_data *q,
 			    const struct sk_buff *skb)
 {
-	u32 v = q->cfg.source == TC_MERCURY_TAG_PRIORITY ?
-		skb->priority : skb->mark;
-	u32 tag = (v >> q->cfg.shift) & q->cfg.mask;
+	u32 tag = (mercury_tag_value(q, skb) >> q->cfg.shift) & q->cfg.mask;
 
-	if (!tag || tag > q->cfg.levels)
+	if (!tag)
 		return q->untagged_rank;
+	/* A plan wider than the qdisc: its least urgent layers share the
+	 * least urgent tagged level rather than join the untagged class,
+	 * which may be served before every gradient.
+	 */
+	tag = min(tag, q->cfg.levels);
 	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? tag : tag - 1;
 }
 
@@ -313,6 +365,14 @@ static struct netlink_range_validation mercury_flows_range = {
 	.max = TC_MERCURY_MAX_FLOWS,
 };
 
+/* A memory_limit at most 2 GiB keeps memory_usage + one skb's truesize
+ * (well under 2 GiB) inside a u32: the admission check cannot wrap.
+ */
+static struct netlink_range_validation mercury_memory_range = {
+	.min = 1,
+	.max = TC_MERCURY_MAX_MEMORY_LIMIT,
+};
+
 static struct netlink_range_validation mercury_quantum_range = {
 	.min = 256,
 	.max = 1 << 20,
@@ -329,46 +389,74 @@ static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_FLOW_ORDER]     = NLA_POLICY_MAX(NLA_U8, 1),
 	[TCA_MERCURY_FLOWS]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_flows_range),
 	[TCA_MERCURY_LIMIT]	     = NLA_POLICY_MIN(NLA_U32, 1),
-	[TCA_MERCURY_MEMORY_LIMIT]   = NLA_POLICY_MIN(NLA_U32, 1),
+	[TCA_MERCURY_MEMORY_LIMIT]   = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_memory_range),
 	[TCA_MERCURY_QUANTUM]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_quantum_range),
 	[TCA_MERCURY_BYPASS]	     = NLA_POLICY_MAX(NLA_U8, 1),
 };
 
 /* The policy's own messages ("integer out of range") do not say which
- * option was wrong; these replace them, keeping the offending attribute.
+ * option was wrong; this replaces them, keeping the offending attribute.
+ * Only attributes inside our nest: a bad TCA_OPTIONS itself keeps its
+ * message (e.g. "NLA_F_NESTED is missing").
  */
-static const char * const mercury_option_errors[TCA_MERCURY_MAX + 1] = {
-	[TCA_MERCURY_LEVELS]	     = KBUILD_MODNAME ": levels must be 1..65536",
-	[TCA_MERCURY_TAG_SOURCE]     = KBUILD_MODNAME ": tag must be mark or priority",
-	[TCA_MERCURY_TAG_SHIFT]	     = KBUILD_MODNAME ": shift must be 0..31",
-	[TCA_MERCURY_TAG_MASK]	     = KBUILD_MODNAME ": mask must be a non-zero u32",
-	[TCA_MERCURY_UNTAGGED]	     = KBUILD_MODNAME ": untagged must be first or last",
-	[TCA_MERCURY_UNTAGGED_SHARE] = KBUILD_MODNAME ": untagged_share must be 0..90 percent",
-	[TCA_MERCURY_FLOW_ORDER]     = KBUILD_MODNAME ": flow_order must be on or off",
-	[TCA_MERCURY_FLOWS]	     = KBUILD_MODNAME ": flows must be 1..65536",
-	[TCA_MERCURY_LIMIT]	     = KBUILD_MODNAME ": limit must be at least 1 packet",
-	[TCA_MERCURY_MEMORY_LIMIT]   = KBUILD_MODNAME ": memory_limit must be at least 1 byte",
-	[TCA_MERCURY_QUANTUM]	     = KBUILD_MODNAME ": quantum must be 256..1048576 bytes",
-	[TCA_MERCURY_BYPASS]	     = KBUILD_MODNAME ": bypass must be on or off",
-};
-
 static void mercury_name_bad_option(struct netlink_ext_ack *extack,
 				    const struct nlattr *opt)
 {
-	const void *bad;
-	int type;
+	const struct nlattr *bad = extack ? extack->bad_attr : NULL;
 
-	if (!extack || !extack->bad_attr)
+	if (!bad || (const void *)bad < nla_data(opt) ||
+	    (const void *)bad >= nla_data(opt) + nla_len(opt))
 		return;
-	/* only attributes inside our nest: TCA_OPTIONS itself keeps its
-	 * message (e.g. "NLA_F_NESTED is missing")
-	 */
-	bad = extack->bad_attr;
-	if (bad < nla_data(opt) || bad >= nla_data(opt) + nla_len(opt))
-		return;
-	type = nla_type(extack->bad_attr);
-	if (type > 0 && type <= TCA_MERCURY_MAX && mercury_option_errors[type])
-		extack->_msg = mercury_option_errors[type];
+	switch (nla_type(bad)) {
+	case TCA_MERCURY_LEVELS:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": levels must be 1..65536");
+		break;
+	case TCA_MERCURY_TAG_SOURCE:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": tag must be mark, priority or dscp");
+		break;
+	case TCA_MERCURY_TAG_SHIFT:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": shift must be 0..31");
+		break;
+	case TCA_MERCURY_TAG_MASK:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": mask must be a non-zero u32");
+		break;
+	case TCA_MERCURY_UNTAGGED:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": untagged must be first or last");
+		break;
+	case TCA_MERCURY_UNTAGGED_SHARE:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": untagged_share must be 0..90 percent");
+		break;
+	case TCA_MERCURY_FLOW_ORDER:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": flow_order must be on or off");
+		break;
+	case TCA_MERCURY_FLOWS:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": flows must be 1..65536");
+		break;
+	case TCA_MERCURY_LIMIT:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": limit must be at least 1 packet");
+		break;
+	case TCA_MERCURY_MEMORY_LIMIT:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": memory_limit must be 1 byte..2 GiB");
+		break;
+	case TCA_MERCURY_QUANTUM:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": quantum must be 256..1048576 bytes");
+		break;
+	case TCA_MERCURY_BYPASS:
+		NL_SET_ERR_MSG_ATTR(extack, bad,
+				    KBUILD_MODNAME ": bypass must be on or off");
+		break;
+	}
 }
 
 static const struct mercury_config mercury_defaults = {
@@ -470,6 +558,12 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 	if (cfg->levels > cfg->mask) {
 		NL_SET_ERR_MSG_MOD(extack,
 				   "levels exceeds the largest tag mask can give");
+		return -EINVAL;
+	}
+	if (cfg->source == TC_MERCURY_TAG_DSCP &&
+	    !((0x3f >> cfg->shift) & cfg->mask)) {
+		NL_SET_ERR_MSG_MOD(extack,
+				   "shift and mask leave no DSCP bit for the tag");
 		return -EINVAL;
 	}
 	if (cfg->share && cfg->untagged != TC_MERCURY_UNTAGGED_LAST) {
@@ -730,8 +824,8 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	struct mercury_sched_data *q = qdisc_priv(sch);
 	struct tc_mercury_xstats st = {};
 
+	st.type = TC_MERCURY_XSTATS_QDISC;
 	sch_tree_lock(sch);
-	/* the lone packet is one flow at one level, outside the table */
 	st.flows = q->c.nflows;
 	st.levels_active = q->c.stat_levels;
 	st.most_urgent = q->stat_most_urgent;
@@ -784,13 +878,19 @@ static void mercury_walk(struct Qdisc *sch, struct qdisc_walker *arg)
 
 	if (arg->stop || !q->c.t.levels)
 		return;
+	/* arg->count is the position in the walk, listed or not, as in
+	 * sch_cake: a dump split over messages resumes at the rank it
+	 * stopped at, even when a level gains or loses its class meanwhile.
+	 */
 	for (rank = 0; rank <= q->cfg.levels; rank++) {
 		l = &q->c.t.levels[rank];
-		if (!u64_stats_read(&l->bstats.packets) && !l->qlen && !l->drops)
-			continue;
 		/* tags 0xffff and up have no class handle of their own */
-		if (mercury_tag_of_rank(q, rank) >= TC_MERCURY_UNTAGGED_MINOR)
+		if ((!u64_stats_read(&l->bstats.packets) && !l->qlen &&
+		     !l->drops) ||
+		    mercury_tag_of_rank(q, rank) >= TC_MERCURY_UNTAGGED_MINOR) {
+			arg->count++;
 			continue;
+		}
 		if (!tc_qdisc_stats_dump(sch, rank + 1, arg))
 			break;
 	}
@@ -818,6 +918,7 @@ static int mercury_dump_class_stats(struct Qdisc *sch, unsigned long cl,
 	if (rank > q->cfg.levels)
 		return -EINVAL;
 	l = &q->c.t.levels[rank];
+	st.type = TC_MERCURY_XSTATS_CLASS;
 	sch_tree_lock(sch);
 	st.tag = mercury_tag_of_rank(q, rank);
 	st.flows = l->nflows;

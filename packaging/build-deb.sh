@@ -24,12 +24,12 @@ for t in dpkg-buildpackage dh dh_dkms; do
 	command -v $t >/dev/null || die "$t missing (run scripts/install-deps.sh)"
 done
 chver=$(dpkg-parsechangelog -l "$top/packaging/debian/changelog" -SVersion)
-[ "$chver" = "$ver" ] || die "packaging/debian/changelog says $chver, the Makefile $ver"
+[ "$chver" = "$ver" ] || die "packaging/debian/changelog says $chver, VERSION $ver"
 
 rm -rf "$out"
 mkdir -p "$src"
 cd "$top"
-paths=(Makefile Kbuild dkms.conf kmod include tc-plugin userspace scripts packaging
+paths=(VERSION Makefile Kbuild dkms.conf kmod include tc-plugin userspace scripts packaging
        Documentation)
 git rev-parse --verify -q HEAD >/dev/null || die "$top is not a git checkout with a commit"
 case ${MERCURY_DEB_SRC:-head} in

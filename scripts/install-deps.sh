@@ -20,12 +20,16 @@ PKGS=(
 	git dkms debhelper dh-dkms fakeroot
 	# tests, benchmarks, plots; systemd-analyze checks the unit file
 	python3 gnuplot-nox jq systemd
+	# libmercury's fuzzers (libFuzzer, ASan, UBSan)
+	clang libclang-rt-14-dev
 	# mercury.torch: its tests, example and benchmark (CPU PyTorch, gloo)
 	python3-torch python3-torchvision
 	# the qdisc cost benchmark: red-black tree, kernel profiles
 	libbsd-dev linux-perf
 	# checkpatch, sparse and tc-testing (tdc) come from the kernel source
 	linux-source-6.1 sparse
+	# the debug guest kernel (make test-debug, make soak)
+	flex bison bc libelf-dev
 )
 
 missing=()

@@ -63,6 +63,7 @@ build_all() {
 	else echo "ok 2 module builds without warnings at W=1"; fi
 	make -s tc-plugin >"$logs/build-tc.log" 2>&1 && echo "ok 3 tc plugin" || { echo "not ok 3 tc plugin"; ok=1; }
 	make -s userspace >"$logs/build-user.log" 2>&1 && echo "ok 4 userspace" || { echo "not ok 4 userspace"; ok=1; }
+	make -s -C selftests/fuzz >"$logs/build-fuzz.log" 2>&1 && echo "ok 5 fuzzers (selftests/fuzz)" || { echo "not ok 5 fuzzers (selftests/fuzz)"; ok=1; }
 	cat "$logs"/build-*.log | grep -E "error|warning" | head -20 | sed 's/^/# /'
 	return $ok
 }

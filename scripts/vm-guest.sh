@@ -16,6 +16,14 @@ ip link set lo up
 echo 1 > /proc/sys/kernel/panic_on_oops
 dmesg -n 1
 
+# A kernel with kmemleak (vm-run.sh -k): forget what boot left behind, so
+# that the report at the end names only what the tests leaked.
+leak=/sys/kernel/debug/kmemleak
+if [ -e $leak ]; then
+	echo scan > $leak
+	echo clear > $leak
+fi
+
 cd "$root" || exit 1
 echo "MERCURY-GUEST-START"
 while read -r t; do
@@ -24,7 +32,21 @@ while read -r t; do
 	timeout -k 5 "${MERCURY_TEST_TIMEOUT:-900}" bash "$t" > "$out/$name.log" 2>&1 < /dev/null
 	echo $? > "$out/$name.rc"
 	echo "MERCURY-TEST-END $name $(cat "$out/$name.rc")"
+	# the log so far, kept in case the guest dies or is stopped later
+	dmesg > "$out/dmesg.log"
+	if [ -e $leak ]; then
+		echo scan > $leak
+		cat $leak > "$out/kmemleak.log"
+	fi
 done < "$out/tests"
+# Two scans a few seconds apart, as the kernel's netdev CI does: an object
+# must look unreferenced twice to be reported.
+if [ -e $leak ]; then
+	echo scan > $leak
+	sleep 5
+	echo scan > $leak
+	cat $leak > "$out/kmemleak.log"
+fi
 dmesg > "$out/dmesg.log"
 sync
 echo "MERCURY-GUEST-DONE"

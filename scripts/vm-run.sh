@@ -5,7 +5,7 @@
 # host root filesystem shared read-only over 9p, run guest test scripts,
 # and carry every result out.
 #
-#   scripts/vm-run.sh [-o OUTDIR] [-t SECONDS] [-m MiB] SCRIPT...
+#   scripts/vm-run.sh [-o OUTDIR] [-t SECONDS] [-m MiB] [-k KDIR [-K KO]] SCRIPT...
 #
 # Each SCRIPT (a file under the project root: the guest's /tmp is its own)
 # runs as root in the guest, in the project root, under bash,
@@ -18,19 +18,33 @@
 # VM_QEMU_ARGS (extra qemu options, split on blanks) and VM_APPEND (extra
 # kernel command line) let a benchmark change the emulation, e.g.
 # bench/pktgen/run.sh boots the guest on the TSC clocksource.
+#
+# -k KDIR (or VM_KERNEL=KDIR) boots a kernel of our own instead, as built
+# by scripts/debug-kernel/build.sh: KDIR/bzImage with everything built in,
+# KDIR/kver its release and KDIR/mod/lib/modules its module directory,
+# which the guest sees as /lib/modules (so modprobe finds the built-in
+# drivers). -K KO (or VM_MODULE=KO) is the sch_mercury.ko built for it: the
+# guest sees it as the tree's sch_mercury.ko. Such a kernel is taken to be
+# a debug kernel: besides dmesg, the console and kmemleak's report (after
+# two scans at the end) are scanned for KASAN, UBSAN, lockdep, kmemleak,
+# WARN, BUG, Oops, RIP:, Call Trace:, ref_tracker: and hung-task reports.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=""
 timeout_s=1500
 mem=2048
+kdir=${VM_KERNEL:-}
+ko=${VM_MODULE:-}
 
-while getopts "o:t:m:" opt; do
+while getopts "o:t:m:k:K:" opt; do
 	case $opt in
 	o) out=$OPTARG ;;
 	t) timeout_s=$OPTARG ;;
 	m) mem=$OPTARG ;;
-	*) echo "usage: $0 [-o OUTDIR] [-t SECONDS] [-m MiB] SCRIPT..." >&2; exit 2 ;;
+	k) kdir=$OPTARG ;;
+	K) ko=$OPTARG ;;
+	*) echo "usage: $0 [-o OUTDIR] [-t SECONDS] [-m MiB] [-k KDIR [-K KO]] SCRIPT..." >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -38,10 +52,27 @@ shift $((OPTIND - 1))
 
 die() { echo "vm-run: $*" >&2; exit 1; }
 
-kver=${KVER:-$(ls -d /lib/modules/*/kernel 2>/dev/null | sed 's|/lib/modules/||;s|/kernel||' | sort -V | tail -n 1)}
-[ -n "$kver" ] || die "no kernel modules installed (run scripts/install-deps.sh)"
-kernel=/boot/vmlinuz-$kver
-[ -r "$kernel" ] || die "no kernel image $kernel"
+append_own=""
+if [ -n "$kdir" ]; then
+	kdir=$(cd "$kdir" 2>/dev/null && pwd) || die "no kernel directory ${VM_KERNEL:-$kdir}"
+	kernel=$kdir/bzImage
+	[ -r "$kernel" ] && [ -r "$kdir/kver" ] || die "$kdir has no bzImage and kver (scripts/debug-kernel/build.sh)"
+	kver=$(cat "$kdir/kver")
+	[ -d "$kdir/mod/lib/modules/$kver" ] || die "no module directory $kdir/mod/lib/modules/$kver"
+	append_own="mercury.moddir=$kdir/mod/lib/modules $(grep -v '^#' "$top/scripts/debug-kernel/cmdline" 2>/dev/null | tr '\n' ' ')"
+	if [ -n "$ko" ]; then
+		ko=$(cd "$(dirname "$ko")" && pwd)/$(basename "$ko")
+		[ -r "$ko" ] || die "no module $ko"
+		[ -e "$top/sch_mercury.ko" ] || die "$top/sch_mercury.ko missing: the guest shows $ko in its place (make module)"
+		append_own="$append_own mercury.ko=$ko"
+	fi
+else
+	[ -z "$ko" ] || die "-K needs -k"
+	kver=${KVER:-$(ls -d /lib/modules/*/kernel 2>/dev/null | sed 's|/lib/modules/||;s|/kernel||' | sort -V | tail -n 1)}
+	[ -n "$kver" ] || die "no kernel modules installed (run scripts/install-deps.sh)"
+	kernel=/boot/vmlinuz-$kver
+	[ -r "$kernel" ] || die "no kernel image $kernel"
+fi
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing (run scripts/install-deps.sh)"
 
 [ -n "$out" ] || out=$top/out/vm-$(date +%Y%m%d-%H%M%S)-$$
@@ -55,7 +86,8 @@ for s in "$@"; do
 	echo "$s" >> "$out/tests"
 done
 
-# The initramfs: busybox, the 9p/virtio modules of $kver, our /init.
+# The initramfs: busybox, the 9p/virtio modules of $kver (none for our
+# own kernel: it has them built in), our /init.
 initrd=$top/build/vm/initramfs-$kver.cpio.gz
 if [ ! -s "$initrd" ] || [ "$initrd" -ot "$top/scripts/vm-init" ]; then
 	bb=$(command -v busybox) || die "busybox missing (run scripts/install-deps.sh)"
@@ -63,6 +95,7 @@ if [ ! -s "$initrd" ] || [ "$initrd" -ot "$top/scripts/vm-init" ]; then
 	mkdir -p "$stage"/{bin,dev,proc,sys,newroot,lib/modules}
 	cp "$bb" "$stage/bin/busybox"
 	for m in virtio_pci 9pnet_virtio 9p; do
+		[ -z "$kdir" ] || break
 		modprobe -S "$kver" --show-depends "$m" || die "cannot resolve module $m for $kver"
 	done | awk '$1 == "insmod" { print $2 }' | awk '!seen[$0]++' > "$stage/modules.list"
 	while read -r ko; do
@@ -82,7 +115,7 @@ start=$(date +%s)
 timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
 	-accel tcg -m "$mem" -smp 2 -nographic -no-reboot ${VM_QEMU_ARGS:-} \
 	-kernel "$kernel" -initrd "$initrd" \
-	-append "console=ttyS0 panic=-1 quiet mercury.root=$top ${VM_APPEND:-}" \
+	-append "console=ttyS0 panic=-1 quiet mercury.root=$top $append_own ${VM_APPEND:-}" \
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
 	-fsdev local,id=res,path="$out",security_model=none,multidevs=remap \
@@ -155,6 +188,24 @@ else
 	fails=$((fails + 1))
 	echo "not ok $n dmesg: kernel log missing or has warnings"
 	grep -E "$pat" "$out/dmesg.log" 2>/dev/null | head -n 20 | sed 's/^/# /'
+fi
+
+# A debug kernel: its detectors may also speak on the console (a report
+# the guest did not live to save) and in kmemleak's report.
+if [ -n "$kdir" ]; then
+	n=$((n + 1))
+	dpat="$pat|KASAN|suspected memory leak|unreferenced object|RIP:|Call Trace:|ref_tracker:|possible (circular|recursive) locking|inconsistent lock state|suspicious RCU usage|sleeping function called|soft lockup|hung_task|blocked for more than|ODEBUG|Object already free|Poison overwritten|Redzone|Padding overwritten"
+	if [ ! -e "$out/kmemleak.log" ]; then
+		fails=$((fails + 1))
+		echo "not ok $n debug kernel: no kmemleak report (is CONFIG_DEBUG_KMEMLEAK on?)"
+	elif grep -Eq "$dpat" "$out/console.log" "$out/dmesg.log" "$out/kmemleak.log"; then
+		fails=$((fails + 1))
+		echo "not ok $n debug kernel: KASAN, UBSAN, lockdep, kmemleak, WARN, BUG or hung-task report"
+		grep -Eh "$dpat" "$out/console.log" "$out/dmesg.log" "$out/kmemleak.log" |
+			head -n 30 | sed 's/^/# /'
+	else
+		echo "ok $n debug kernel: no KASAN, UBSAN, lockdep, kmemleak, WARN, BUG, RIP, Call Trace, ref_tracker or hung-task report"
+	fi
 fi
 echo "vm-run: $((n - fails)) passed, $fails failed in $(($(date +%s) - start))s"
 [ $fails -eq 0 ]

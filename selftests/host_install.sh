@@ -147,7 +147,7 @@ fi
 dkms_deb=$(ls out/deb/mercury-dkms_*_all.deb 2>/dev/null)
 tools_deb=$(ls out/deb/mercury-tools_*_amd64.deb 2>/dev/null)
 mod_deb=$(ls out/deb/mercury-modules-"$KVER"_*_amd64.deb 2>/dev/null)
-ver=$(sed -n 's/^MERCURY_VERSION := //p' Makefile)
+ver=$(cat VERSION)
 
 # deb_has DEB PATH...: dpkg-deb -c lists every PATH.
 deb_has() {

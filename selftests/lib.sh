@@ -43,13 +43,35 @@ NS_R=mrc-r-$$
 ADDR_S=10.199.0.1
 ADDR_R=10.199.0.2
 
+ADDR6_S=fd00:199::1
+ADDR6_R=fd00:199::2
+
+# quiet_ipv6 NS: IPv6 on, but no DAD, router solicitations or link-local
+# addresses (so no ND or MLD packets from link-local addresses) on links
+# created afterwards.
+quiet_ipv6() {
+	local k
+	for k in disable_ipv6=0 accept_dad=0 dad_transmits=0 \
+		router_solicitations=0 accept_ra=0 addr_gen_mode=1; do
+		$IP netns exec "$1" sysctl -qw net.ipv6.conf.default.$k
+		$IP netns exec "$1" sysctl -qw net.ipv6.conf.all.$k
+	done
+}
+
 # Two namespaces joined by a veth pair; the sender's egress is the device
-# under test. Optional: number of tx queues.
+# under test. Optional: number of tx queues. With PAIR_IPV6=1 the pair
+# also gets $ADDR6_S and $ADDR6_R (static neighbours, no DAD).
 setup_pair() {
 	local txq=${1:-1}
 	$IP netns add $NS_S && $IP netns add $NS_R || return 1
-	$IP netns exec $NS_S sysctl -qw net.ipv6.conf.default.disable_ipv6=1
-	$IP netns exec $NS_R sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	if [ "${PAIR_IPV6:-0}" = 1 ]; then
+		quiet_ipv6 $NS_S
+		quiet_ipv6 $NS_R
+	fi
+	[ "${PAIR_IPV6:-0}" = 1 ] ||
+		$IP netns exec $NS_S sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	[ "${PAIR_IPV6:-0}" = 1 ] ||
+		$IP netns exec $NS_R sysctl -qw net.ipv6.conf.default.disable_ipv6=1
 	# Both ends get the queues: the receive side looks up the queue the
 	# packet was sent on, and warns when its peer has fewer.
 	$IP -n $NS_S link add veth0 numtxqueues "$txq" numrxqueues "$txq" \
@@ -58,9 +80,14 @@ setup_pair() {
 	$IP -n $NS_S addr add $ADDR_S/24 dev veth0
 	$IP -n $NS_R addr add $ADDR_R/24 dev veth1
 	# no IPv6 router or neighbour solicitations in the measured queue
-	$IP netns exec $NS_S sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-	$IP netns exec $NS_R sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-	$IP netns exec $NS_S sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	if [ "${PAIR_IPV6:-0}" != 1 ]; then
+		$IP netns exec $NS_S sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+		$IP netns exec $NS_R sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+		$IP netns exec $NS_S sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+	else
+		$IP -n $NS_S -6 addr add $ADDR6_S/64 dev veth0 nodad || return 1
+		$IP -n $NS_R -6 addr add $ADDR6_R/64 dev veth1 nodad || return 1
+	fi
 	$IP -n $NS_S link set lo up
 	$IP -n $NS_R link set lo up
 	$IP -n $NS_S link set veth0 up
@@ -70,13 +97,28 @@ setup_pair() {
 	# and reorder what the qdisc sent in order (pfifo too, measured).
 	# Steer all of veth1's receive work to CPU 0 so that the receiver
 	# records the order packets left the qdisc in.
-	$IP netns exec $NS_R sh -c \
-		'for f in /sys/class/net/veth1/queues/rx-*/rps_cpus; do echo 1 > "$f" || exit 1; done' ||
-		return 1
+	rx_one_cpu $NS_R veth1 || return 1
 	# No neighbour discovery packets in the measured queue.
-	$IP -n $NS_S neigh replace $ADDR_R lladdr \
-		"$($IP -n $NS_R -j link show veth1 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')" \
-		dev veth0 nud permanent
+	$IP -n $NS_S neigh replace $ADDR_R lladdr "$(lladdr $NS_R veth1)" \
+		dev veth0 nud permanent || return 1
+	if [ "${PAIR_IPV6:-0}" = 1 ]; then
+		$IP -n $NS_S -6 neigh replace $ADDR6_R lladdr "$(lladdr $NS_R veth1)" \
+			dev veth0 nud permanent || return 1
+		$IP -n $NS_R -6 neigh replace $ADDR6_S lladdr "$(lladdr $NS_S veth0)" \
+			dev veth1 nud permanent || return 1
+	fi
+}
+
+# lladdr NS DEV: the MAC address of DEV.
+lladdr() {
+	$IP -n "$1" -j link show "$2" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])'
+}
+
+# rx_one_cpu NS DEV: all of DEV's receive work on CPU 0 (see setup_pair).
+rx_one_cpu() {
+	$IP netns exec "$1" sh -c \
+		'for f in /sys/class/net/'"$2"'/queues/rx-*/rps_cpus; do echo 1 > "$f" || exit 1; done'
 }
 
 cleanup_pair() {
@@ -142,21 +184,76 @@ wait_backlog_zero() {
 	return 1
 }
 
-# run_traffic REC COUNT SEND-ARGS...: a receiver in $NS_R records up to
-# COUNT packets into REC while a sender in $NS_S sends SEND-ARGS.
-run_traffic() {
-	local rec=$1 count=$2 i pid
-	shift 2
+# The traffic of run_traffic and run_stalled goes from $SEND_NS (default
+# $NS_S) to $DST (default $ADDR_R); RECV_ARGS go to the receiver
+# ("--family 6" with an IPv6 $DST).
+start_receiver() {
+	local rec=$1 count=$2 idle=$3 i
 	rm -f "$rec" "$rec.ready"
+	# shellcheck disable=SC2086
 	$IP netns exec $NS_R $TRAFFIC recv --count "$count" --out "$rec" \
-		--ready "$rec.ready" --idle 8 &
-	pid=$!
+		--ready "$rec.ready" --idle "$idle" ${RECV_ARGS:-} &
+	recv_pid=$!
 	for ((i = 0; i < 300; i++)); do
 		[ -e "$rec.ready" ] && break
 		sleep 0.1
 	done
-	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R "$@"
-	wait $pid
+}
+
+# run_traffic REC COUNT SEND-ARGS...: a receiver in $NS_R records up to
+# COUNT packets into REC while a sender sends SEND-ARGS.
+run_traffic() {
+	local rec=$1 count=$2
+	shift 2
+	start_receiver "$rec" "$count" 8
+	$IP netns exec ${SEND_NS:-$NS_S} $TRAFFIC send --dst ${DST:-$ADDR_R} "$@"
+	wait $recv_pid
+}
+
+# tc_count DEV HANDLE: packets the qdisc has seen so far (sent, queued,
+# dropped), which only enqueue changes while the link is stalled.
+tc_count() {
+	tcs -j -s qdisc show dev "$1" | python3 -c '
+import json, sys
+for q in json.load(sys.stdin):
+    if q["handle"] == sys.argv[1]:
+        print(q["packets"] + q["qlen"] + q["drops"])
+        break
+else:
+    print(-1)' "$2"
+}
+
+# run_stalled REC COUNT KICK SEND-ARGS...: the deterministic fill. Needs
+# the link stalled by "setup_tbf $STALL_RATE ...". The sender sends
+# SEND-ARGS while the link holds everything but tbf's first burst; once
+# all COUNT - N of them reached veth0's root qdisc, the link is raised to
+# $RELEASE_RATE, and the sender sends KICK (NAME:TAG:N, counted in COUNT):
+# tbf does not restart on change, the kick's enqueue does. A receiver in
+# $NS_R records the COUNT packets into REC in arrival order.
+STALL_RATE=8bit
+RELEASE_RATE=100mbit
+run_stalled() {
+	local rec=$1 count=$2 kick=$3 want i spid rc=0
+	shift 3
+	want=$((count - ${kick##*:}))
+	rm -f "$rec.queued" "$rec.release"
+	start_receiver "$rec" "$count" 60
+	$IP netns exec ${SEND_NS:-$NS_S} $TRAFFIC send --dst ${DST:-$ADDR_R} "$@" \
+		--queued "$rec.queued" --release "$rec.release" --kick "$kick" &
+	spid=$!
+	for ((i = 0; i < 3000; i++)); do
+		[ -e "$rec.queued" ] && [ "$(tc_count veth0 1:)" -ge $want ] && break
+		sleep 0.1
+	done
+	[ "$(tc_count veth0 1:)" -ge $want ] ||
+		{ log "run_stalled: only $(tc_count veth0 1:) of $want packets queued"; rc=1; }
+	tcs qdisc change dev veth0 root handle 1: tbf rate $RELEASE_RATE burst 3000 limit 10000000 ||
+		rc=1
+	touch "$rec.release"
+	wait $spid || rc=1
+	wait $recv_pid || rc=1
+	rm -f "$rec.queued" "$rec.release"
+	return $rc
 }
 
 check() { $TRAFFIC check "$@"; }
@@ -175,4 +272,29 @@ teardown_qdisc() { tcs qdisc del dev veth0 root 2>/dev/null; true; }
 # drained_with DEV HANDLE N: the queue drained and sent exactly N packets.
 drained_with() {
 	wait_backlog_zero "$1" "$2" && [ "$(qdisc_stat "$1" "$2" packets)" = "$3" ]
+}
+
+# skb_objects: skbs allocated now (skbuff_head_cache active objects, plus
+# skbuff_fclone_cache's, TCP's clones, where SLUB keeps it apart: the debug
+# kernel boots with slab_nomerge), after SLUB flushed its per-CPU slabs:
+# without the flush, the free objects those slabs hold count as active and
+# the number wanders by a few slabs' worth. Prints nothing and fails when
+# /proc/slabinfo has no skbuff_head_cache.
+skb_objects() {
+	local c
+	for c in skbuff_head_cache skbuff_fclone_cache; do
+		echo 1 > /sys/kernel/slab/$c/shrink 2>/dev/null
+	done
+	awk '$1 == "skbuff_head_cache" { h = 1 }
+	     $1 == "skbuff_head_cache" || $1 == "skbuff_fclone_cache" { s += $2 }
+	     END { if (h) print s; exit !h }' /proc/slabinfo
+}
+
+# pin_reverse_neigh: the receiver's permanent neighbour entry for the
+# sender too, so that no ARP reply (an untagged packet) enters the queue
+# under test: runs of minutes outlive the entry the receiver learnt.
+pin_reverse_neigh() {
+	$IP -n $NS_R neigh replace $ADDR_S lladdr \
+		"$($IP -n $NS_S -j link show veth0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')" \
+		dev veth1 nud permanent
 }

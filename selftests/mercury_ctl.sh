@@ -140,12 +140,22 @@ tcs qdisc show dev veth0 > $W/tc.txt
 expect "tc sees mercury 10: under tbf" 0 "qdisc mercury 10: parent 1:1 levels 16 " cat $W/tc.txt
 $IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --size 1000 \
 	--burst lo:9:30 --burst hi:2:20 --burst un:0:10
-# read back to back; at 8 bit/s tbf's bucket refills one byte a second
-mc -p show veth0 > $W/prom.txt
-tcs -s class show dev veth0 > $W/class.txt
-tcs -s -j qdisc show dev veth0 > $W/tc.json
-mc -j show veth0 > $W/mc.json
-"$C" -n $NS_S stats --prometheus veth0 > $W/prom2.txt
+# Compare counters of a quiescent qdisc only: tbf lets a packet go now
+# and then (its bucket refills a byte a second), so every reading is
+# taken between two identical snapshots of tc -s, or taken again.
+snapshot() { tcs -s -j qdisc show dev veth0; tcs -s class show dev veth0; }
+for ((try = 0; try < 10; try++)); do
+	before=$(snapshot)
+	mc -p show veth0 > $W/prom.txt
+	tcs -s class show dev veth0 > $W/class.txt
+	tcs -s -j qdisc show dev veth0 > $W/tc.json
+	mc -j show veth0 > $W/mc.json
+	"$C" -n $NS_S stats --prometheus veth0 > $W/prom2.txt
+	[ "$before" = "$(snapshot)" ] && break
+	log "the qdisc changed while it was read; reading again"
+	sleep 1
+done
+ktap_check "prometheus: the qdisc stayed quiescent while read" test $try -lt 10
 log "$(grep -E '^mercury_(level_|packets|drops|backlog)' $W/prom.txt | tr '\n' ' ')"
 ktap_check "stats --prometheus prints what -p show prints" cmp -s $W/prom.txt $W/prom2.txt
 

@@ -63,25 +63,28 @@ bad() {
 		ktap_fail "rejects $name"
 	fi
 }
-bad "levels 0" 2 "levels" levels 0
-bad "levels 65537" 2 "levels" levels 65537
-bad "levels above mask" 2 "levels" levels 300 mask 0xff
+bad "levels 0" 2 "sch_mercury: levels must be 1..65536" levels 0
+bad "levels 65537" 2 "sch_mercury: levels must be 1..65536" levels 65537
+bad "levels above mask" 2 "sch_mercury: levels exceeds the largest tag mask can give" levels 300 mask 0xff
 bad "levels not a number" 1 "levels" levels many
 bad "tag foo" 1 "tag" tag foo
-bad "shift 32" 2 "shift" shift 32
+bad "shift 32" 2 "sch_mercury: shift must be 0..31" shift 32
 bad "shift 300" 1 "shift" shift 300
-bad "mask 0" 2 "mask" mask 0
+bad "mask 0" 2 "sch_mercury: mask must be a non-zero u32" mask 0
 bad "untagged middle" 1 "untagged" untagged middle
-bad "untagged_share 91" 2 "untagged_share" untagged_share 91
-bad "untagged_share with untagged first" 2 "untagged_share" untagged first untagged_share 10
+bad "untagged_share 91" 2 "sch_mercury: untagged_share must be 0..90 percent" untagged_share 91
+bad "untagged_share with untagged first" 2 "sch_mercury: untagged_share needs untagged last" untagged first untagged_share 10
 bad "flow_order maybe" 1 "flow_order" flow_order maybe
-bad "flows 0" 2 "flows" flows 0
-bad "flows 65537" 2 "flows" flows 65537
-bad "limit 0" 2 "limit" limit 0
-bad "memory_limit 0" 2 "memory_limit" memory_limit 0
+bad "flows 0" 2 "sch_mercury: flows must be 1..65536" flows 0
+bad "flows 65537" 2 "sch_mercury: flows must be 1..65536" flows 65537
+bad "limit 0" 2 "sch_mercury: limit must be at least 1 packet" limit 0
+bad "memory_limit 0" 2 "sch_mercury: memory_limit must be 1 byte..2 GiB" memory_limit 0
+bad "memory_limit 3gb (would wrap near 4 GiB)" 2 "sch_mercury: memory_limit must be 1 byte..2 GiB" memory_limit 3gb
+bad "memory_limit 4294967295" 2 "sch_mercury: memory_limit must be 1 byte..2 GiB" memory_limit 4294967295
+bad "tag dscp shift 6" 2 "sch_mercury: shift and mask leave no DSCP bit for the tag" tag dscp shift 6
 bad "memory_limit junk" 1 "memory_limit" memory_limit 12zz
-bad "quantum 100" 2 "quantum" quantum 100
-bad "quantum 2mb" 2 "quantum" quantum 2mb
+bad "quantum 100" 2 "sch_mercury: quantum must be 256..1048576 bytes" quantum 100
+bad "quantum 2mb" 2 "sch_mercury: quantum must be 256..1048576 bytes" quantum 2mb
 bad "bypass sometimes" 1 "bypass" bypass sometimes
 bad "unknown option" 1 "unknown parameter" colour blue
 bad "missing value" 255 "not complete" levels
@@ -112,7 +115,32 @@ ktap_check "bypass off: every packet is queued and counted by its level" \
 	test "$(qdisc_stat dummy0 1: packets)" = 80 -a "$(class_stat packets 3 dummy0)" = 40
 tcs qdisc del dev dummy0 root
 
+# A class dump split over many netlink messages lists every level once,
+# even when a level before the cursor gains its class between messages:
+# 2000 levels (tags 2..2001) each hold a packet behind a stalled tbf,
+# and tag 1 gets one after the first message was read.
+tcs qdisc add dev dummy0 root handle 1: tbf rate 8bit burst 3000 limit 10000000 &&
+tcs qdisc add dev dummy0 parent 1:1 handle 10: mercury levels 4096
+# shellcheck disable=SC2046
+$IP netns exec $NS_S $TRAFFIC send --dst 10.77.0.2 --size 100 \
+	$(for t in $(seq 2 2001); do echo "--burst l:$t:1"; done)
+$IP netns exec $NS_S $TRAFFIC classes --dev dummy0 --parent 10: \
+	--inject-after 1 --inject-tag 1 --dst 10.77.0.2 > /tmp/classes.$$.json
+ktap_check "split class dump: every level listed once, in order, none repeated" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = [x for x in d["minors"] if x != 1]
+dups = sorted({x for x in m if m.count(x) > 1})
+print("# %d batches, %d classes, repeated %s, missing %s" % (d["batches"], len(d["minors"]), dups[:10],
+      sorted(set(range(2, 2002)) - set(m))[:10]))
+sys.exit(0 if d["batches"] > 3 and m == list(range(2, 2002)) else 1)' /tmp/classes.$$.json
+ktap_check "split class dump: tc lists the 2001 levels" \
+	test "$(tcs class show dev dummy0 | grep -c '^class mercury 10:')" = 2001
+rm -f /tmp/classes.$$.json
+tcs qdisc del dev dummy0 root
+
 # largest configuration
+ktap_check "memory_limit 2gb (the maximum)" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; tcs qdisc add dev dummy0 root handle 1: mercury memory_limit 2gb && show | grep -q 'memory_limit 2048Mb' && tcs qdisc del dev dummy0 root"
 ktap_check "levels 65536 flows 65536" tcs qdisc add dev dummy0 root handle 1: mercury levels 65536 mask 0x1ffff flows 65536
 ktap_check "help prints usage" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; tcs qdisc add dev dummy0 root mercury help 2>&1 | grep -q Usage"
 tcs qdisc del dev dummy0 root

@@ -21,20 +21,40 @@
 static void mercury_explain(void)
 {
 	fprintf(stderr,
-		"Usage: ... mercury [ levels NUMBER ] [ tag { mark | priority } ]\n"
+		"Usage: ... mercury [ levels NUMBER ] [ tag { mark | priority | dscp } ]\n"
 		"                   [ shift BITS ] [ mask MASK ]\n"
 		"                   [ untagged { first | last } ] [ untagged_share PERCENT ]\n"
 		"                   [ flow_order { on | off } ] [ flows NUMBER ]\n"
 		"                   [ limit PACKETS ] [ memory_limit BYTES ] [ quantum BYTES ]\n"
 		"                   [ bypass { on | off } ]\n"
-		"Tag = (mark or priority >> shift) & mask; tag 1 is the most urgent,\n"
-		"tag 0 and tags above levels are untagged.\n");
+		"Tag = (mark, priority or DSCP >> shift) & mask; tag 1 is the most urgent,\n"
+		"tags above levels count as levels, tag 0 is untagged.\n");
 }
 
 static int mercury_bad(const char *opt, const char *val)
 {
 	fprintf(stderr, "mercury: illegal \"%s\" value \"%s\"\n", opt, val);
 	mercury_explain();
+	return -1;
+}
+
+/* Tag sources by their TC_MERCURY_TAG_* value. */
+static const char * const mercury_sources[] = {
+	[TC_MERCURY_TAG_MARK]		= "mark",
+	[TC_MERCURY_TAG_PRIORITY]	= "priority",
+	[TC_MERCURY_TAG_DSCP]		= "dscp",
+};
+
+static int mercury_get_source(__u8 *v, const char *arg)
+{
+	__u8 i;
+
+	for (i = 0; i < ARRAY_SIZE(mercury_sources); i++) {
+		if (strcmp(arg, mercury_sources[i]) == 0) {
+			*v = i;
+			return 0;
+		}
+	}
 	return -1;
 }
 
@@ -70,8 +90,7 @@ static int mercury_parse_opt(struct qdisc_util *qu, int argc, char **argv,
 			set_levels = true;
 		} else if (strcmp(*argv, "tag") == 0) {
 			NEXT_ARG();
-			if (mercury_get_choice(&source, *argv, "mark",
-					       "priority"))
+			if (mercury_get_source(&source, *argv))
 				return mercury_bad("tag", *argv);
 			set_source = true;
 		} else if (strcmp(*argv, "shift") == 0) {
@@ -219,6 +238,7 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 {
 	struct rtattr *tb[TCA_MERCURY_MAX + 1];
 	char hex[16];
+	__u8 source;
 
 	if (!opt)
 		return 0;
@@ -227,10 +247,14 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 	if (tb[TCA_MERCURY_LEVELS])
 		print_uint(PRINT_ANY, "levels", "levels %u ",
 			   mercury_rta_u32(tb, TCA_MERCURY_LEVELS));
-	if (tb[TCA_MERCURY_TAG_SOURCE])
-		print_string(PRINT_ANY, "tag", "tag %s ",
-			     mercury_rta_u8(tb, TCA_MERCURY_TAG_SOURCE) ==
-			     TC_MERCURY_TAG_PRIORITY ? "priority" : "mark");
+	if (tb[TCA_MERCURY_TAG_SOURCE]) {
+		source = mercury_rta_u8(tb, TCA_MERCURY_TAG_SOURCE);
+		if (source < ARRAY_SIZE(mercury_sources))
+			print_string(PRINT_ANY, "tag", "tag %s ",
+				     mercury_sources[source]);
+		else
+			print_uint(PRINT_ANY, "tag", "tag %u ", source);
+	}
 	if (tb[TCA_MERCURY_TAG_SHIFT])
 		print_uint(PRINT_ANY, "shift", "shift %u ",
 			   mercury_rta_u8(tb, TCA_MERCURY_TAG_SHIFT));
@@ -291,6 +315,8 @@ static void mercury_print_qdisc_xstats(const struct tc_mercury_xstats *st)
 		  st->untagged_bytes);
 	print_u64(PRINT_ANY, "share_forced", " share_forced %llu",
 		  st->share_forced);
+	print_u64(PRINT_ANY, "drops_flows", " drops_flows %llu",
+		  st->drops_flows);
 }
 
 static void mercury_print_class_xstats(const struct tc_mercury_cl_xstats *st)
@@ -300,9 +326,9 @@ static void mercury_print_class_xstats(const struct tc_mercury_cl_xstats *st)
 }
 
 /*
- * Qdisc and class statistics come through here alike; the class struct is
- * the smaller one (see the uapi header). A kernel with a longer or shorter
- * struct than ours still prints: we copy what both know, zero the rest.
+ * Qdisc and class statistics come through here alike, told apart by the
+ * type both start with. A kernel with a longer or shorter struct than ours
+ * still prints: we copy what both know, zero the rest.
  */
 static int mercury_print_xstats(struct qdisc_util *qu, FILE *f,
 				struct rtattr *xstats)
@@ -310,19 +336,28 @@ static int mercury_print_xstats(struct qdisc_util *qu, FILE *f,
 	struct tc_mercury_cl_xstats cl = {};
 	struct tc_mercury_xstats st = {};
 	unsigned int len;
+	__u32 type;
 
 	if (!xstats)
 		return 0;
 	len = RTA_PAYLOAD(xstats);
-	if (len >= sizeof(st)) {
-		memcpy(&st, RTA_DATA(xstats), sizeof(st));
-		mercury_print_qdisc_xstats(&st);
-	} else if (len >= sizeof(cl)) {
-		memcpy(&cl, RTA_DATA(xstats), sizeof(cl));
-		mercury_print_class_xstats(&cl);
-	} else {
+	if (len < sizeof(type)) {
 		fprintf(stderr, "mercury: statistics too short (%u bytes)\n",
 			len);
+		return -1;
+	}
+	memcpy(&type, RTA_DATA(xstats), sizeof(type));
+	switch (type) {
+	case TC_MERCURY_XSTATS_QDISC:
+		memcpy(&st, RTA_DATA(xstats), len < sizeof(st) ? len : sizeof(st));
+		mercury_print_qdisc_xstats(&st);
+		break;
+	case TC_MERCURY_XSTATS_CLASS:
+		memcpy(&cl, RTA_DATA(xstats), len < sizeof(cl) ? len : sizeof(cl));
+		mercury_print_class_xstats(&cl);
+		break;
+	default:
+		fprintf(stderr, "mercury: unknown statistics type %u\n", type);
 		return -1;
 	}
 	return 0;

@@ -12,11 +12,6 @@
 
 #include "mctl.h"
 
-static const char *mctl_source_name(uint8_t v)
-{
-	return v == TC_MERCURY_TAG_PRIORITY ? "priority" : "mark";
-}
-
 static const char *mctl_untagged_name(uint8_t v)
 {
 	return v == TC_MERCURY_UNTAGGED_LAST ? "last" : "first";

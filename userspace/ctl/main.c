@@ -23,7 +23,6 @@
 
 #include "mctl.h"
 
-#define MCTL_VERSION "0.1"
 
 enum mctl_out { MCTL_OUT_TEXT, MCTL_OUT_JSON, MCTL_OUT_PROM };
 
@@ -66,7 +65,7 @@ static void mctl_usage(FILE *f)
 		"  show    [DEV]\n"
 		"  stats   [--prometheus] [DEV]\n"
 		"  help\n"
-		"OPTIONS: [levels N] [tag mark|priority] [shift BITS] [mask MASK]\n"
+		"OPTIONS: [levels N] [tag mark|priority|dscp] [shift BITS] [mask MASK]\n"
 		"         [untagged first|last] [untagged_share PERCENT]\n"
 		"         [flow_order on|off] [flows N] [limit PACKETS]\n"
 		"         [memory_limit BYTES] [quantum BYTES] [bypass on|off]\n"
@@ -440,7 +439,7 @@ int main(int argc, char **argv)
 			netns = optarg;
 			break;
 		case 'V':
-			printf("%s %s (libnl-route-3)\n", prog, MCTL_VERSION);
+			printf("%s %s (libnl-route-3)\n", prog, MERCURY_VERSION_STRING);
 			return 0;
 		case 'h':
 			mctl_usage(stdout);

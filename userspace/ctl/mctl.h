@@ -88,6 +88,7 @@ int mctl_parse_opts(int argc, char **argv, struct mctl_opts *o,
 void mctl_opts_merge(struct mctl_opts *base, const struct mctl_opts *o);
 int mctl_check_opts(const struct mctl_opts *o, char *err, size_t errlen);
 void mctl_sprint_size(char *buf, size_t len, uint32_t bytes);
+const char *mctl_source_name(uint8_t v);
 void mctl_sprint_handle(char *buf, size_t len, uint32_t handle);
 
 /* format.c */

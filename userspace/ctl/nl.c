@@ -399,7 +399,8 @@ static int mctl_qdisc_cb(struct nl_msg *msg, void *arg)
 	q->parent = tcm->tcm_parent;
 	mctl_get_opts(tb[TCA_OPTIONS], &q->opts);
 	q->c = c;
-	q->has_xstats = mctl_get_app(tb[TCA_STATS2], &q->x, sizeof(q->x));
+	q->has_xstats = mctl_get_app(tb[TCA_STATS2], &q->x, sizeof(q->x)) &&
+			q->x.type == TC_MERCURY_XSTATS_QDISC;
 	return NL_OK;
 }
 
@@ -427,7 +428,8 @@ static int mctl_class_cb(struct nl_msg *msg, void *arg)
 	l = &q->levels[q->nlevels++];
 	memset(l, 0, sizeof(*l));
 	l->minor = TC_H_MIN(tcm->tcm_handle);
-	if (mctl_get_app(tb[TCA_STATS2], &cx, sizeof(cx))) {
+	if (mctl_get_app(tb[TCA_STATS2], &cx, sizeof(cx)) &&
+	    cx.type == TC_MERCURY_XSTATS_CLASS) {
 		l->tag = cx.tag;
 		l->flows = cx.flows;
 	} else {

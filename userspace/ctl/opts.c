@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * Options as tc spells them ("levels 64 tag priority memory_limit 4Mb"),
+ * Options as tc spells them ("levels 64 tag dscp memory_limit 4Mb"),
  * checked against the same ranges the kernel's netlink policy enforces,
  * so a bad value is named here before anything is sent.
  */
@@ -96,6 +96,33 @@ int mctl_parse_size(const char *s, uint32_t *out)
 	return -EINVAL;
 }
 
+/* Tag sources as tc spells them, by TC_MERCURY_TAG_* value. */
+static const char *const mctl_sources[] = {
+	[TC_MERCURY_TAG_MARK]		= "mark",
+	[TC_MERCURY_TAG_PRIORITY]	= "priority",
+	[TC_MERCURY_TAG_DSCP]		= "dscp",
+};
+
+const char *mctl_source_name(uint8_t v)
+{
+	if (v < sizeof(mctl_sources) / sizeof(mctl_sources[0]))
+		return mctl_sources[v];
+	return "unknown";
+}
+
+static int mctl_parse_source(const char *s, uint8_t *out)
+{
+	uint8_t i;
+
+	for (i = 0; i < sizeof(mctl_sources) / sizeof(mctl_sources[0]); i++) {
+		if (!strcmp(s, mctl_sources[i])) {
+			*out = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 /* A keyword option: w0 gives 0, w1 gives 1. */
 static int mctl_parse_choice(const char *s, const char *w0, const char *w1,
 			     uint8_t *out)
@@ -130,8 +157,7 @@ int mctl_parse_opts(int argc, char **argv, struct mctl_opts *o,
 			o->levels = v;
 			o->set |= MCTL_BIT(TCA_MERCURY_LEVELS);
 		} else if (!strcmp(name, "tag")) {
-			if (mctl_parse_choice(val, "mark", "priority",
-					      &o->source))
+			if (mctl_parse_source(val, &o->source))
 				goto bad_range;
 			o->set |= MCTL_BIT(TCA_MERCURY_TAG_SOURCE);
 		} else if (!strcmp(name, "shift")) {
@@ -172,7 +198,8 @@ int mctl_parse_opts(int argc, char **argv, struct mctl_opts *o,
 			o->limit = v;
 			o->set |= MCTL_BIT(TCA_MERCURY_LIMIT);
 		} else if (!strcmp(name, "memory_limit")) {
-			if (mctl_parse_size(val, &v) || !v)
+			if (mctl_parse_size(val, &v) || !v ||
+			    v > TC_MERCURY_MAX_MEMORY_LIMIT)
 				goto bad_range;
 			o->memory_limit = v;
 			o->set |= MCTL_BIT(TCA_MERCURY_MEMORY_LIMIT);
@@ -200,7 +227,7 @@ bad_range:
 			const char *name, *rule;
 		} rules[] = {
 			{ "levels", "1..65536" },
-			{ "tag", "mark or priority" },
+			{ "tag", "mark, priority or dscp" },
 			{ "shift", "0..31" },
 			{ "mask", "a non-zero u32" },
 			{ "untagged", "first or last" },
@@ -208,7 +235,7 @@ bad_range:
 			{ "flow_order", "on or off" },
 			{ "flows", "1..65536" },
 			{ "limit", "at least 1 packet" },
-			{ "memory_limit", "at least 1 byte (a size: 4Mb, 512kb)" },
+			{ "memory_limit", "1 byte..2 GiB (a size: 4Mb, 512kb)" },
 			{ "quantum", "256..1048576 bytes" },
 			{ "bypass", "on or off" },
 		};
@@ -250,6 +277,9 @@ int mctl_check_opts(const struct mctl_opts *o, char *err, size_t errlen)
 		return mctl_err(err, errlen,
 				"levels %" PRIu32 " exceeds the largest tag mask 0x%" PRIx32 " can give",
 				o->levels, o->mask);
+	if (o->source == TC_MERCURY_TAG_DSCP && !((0x3f >> o->shift) & o->mask))
+		return mctl_err(err, errlen,
+				"shift and mask leave no DSCP bit for the tag");
 	if (o->share && o->untagged != TC_MERCURY_UNTAGGED_LAST)
 		return mctl_err(err, errlen,
 				"untagged_share needs untagged last");

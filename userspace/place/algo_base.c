@@ -23,6 +23,7 @@ void mp_mstate_init(struct mp_mstate *m, const struct mp_graph *g,
 	m->used = mp_calloc(c->d, sizeof(double));
 	m->add = mp_calloc(c->d, sizeof(double));
 	m->recv = mp_calloc(g->nm, sizeof(uint64_t));
+	m->tied = mp_calloc(g->np + 1, sizeof(uint64_t));
 }
 
 void mp_mstate_free(struct mp_mstate *m)
@@ -30,7 +31,27 @@ void mp_mstate_free(struct mp_mstate *m)
 	free(m->used);
 	free(m->add);
 	free(m->recv);
+	free(m->tied);
 	memset(m, 0, sizeof(*m));
+}
+
+/*
+ * Placing node v on device d: the device that needs a copy of tied
+ * tensor pa for its k-th other owner (v is that owner or pa's home, both
+ * placed, on different devices), or -1.
+ */
+static int tied_copy_dev(const struct mp_mstate *m, const struct mp_param *pa,
+			 int k, int v, int d)
+{
+	const struct mp_graph *g = m->g;
+	int home = g->members[pa->member].node;
+	int o = g->members[pa->shared[k]].node;
+	int hd = home == v ? d : m->place[home];
+	int od = o == v ? d : m->place[o];
+
+	if ((home != v && o != v) || hd < 0 || od < 0 || hd == od)
+		return -1;
+	return od;
 }
 
 static int mstate_compute(struct mp_mstate *m, int v, int d)
@@ -54,8 +75,15 @@ static int mstate_compute(struct mp_mstate *m, int v, int d)
 		if (dup)
 			continue;
 		m->add[d] += e->bytes;
-		m->add[p] += e->bytes;
 	}
+	/* tied tensors: a copy on each device of an owner but the first */
+	for (int i = 0; i < g->np; i++)
+		for (int k = 0; k < g->params[i].nshared; k++) {
+			int od = tied_copy_dev(m, &g->params[i], k, v, d);
+
+			if (od >= 0 && !(m->tied[i] >> od & 1))
+				m->add[od] += 2.0 * g->params[i].bytes;
+		}
 	for (int k = 0; k < m->c->d; k++)
 		if (m->add[k] > 0 &&
 		    m->used[k] + m->add[k] > m->c->dev[k].memory_bytes)
@@ -81,6 +109,13 @@ void mp_mstate_commit(struct mp_mstate *m, int v, int d)
 		if (m->place[e->src] != d)
 			m->recv[e->src_member] |= 1ull << d;
 	}
+	for (int i = 0; i < g->np; i++)
+		for (int k = 0; k < g->params[i].nshared; k++) {
+			int od = tied_copy_dev(m, &g->params[i], k, v, d);
+
+			if (od >= 0)
+				m->tied[i] |= 1ull << od;
+		}
 }
 
 /* ---- m-TOPO ------------------------------------------------------------ */
@@ -97,6 +132,8 @@ int mp_place_topo(const struct mp_graph *g, const struct mp_cluster *c,
 	struct mp_mstate m;
 	int k = 0, ret = 0;
 
+	for (int v = 0; v < g->n; v++)
+		place[v] = -1;
 	mp_mstate_init(&m, g, c, place);
 	for (int i = 0; i < g->n; i++) {
 		int v = g->topo[i];

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include <json.h>
+#include <mercury/mercury.h>
 
 #include "place.h"
 
@@ -72,8 +73,10 @@ void mp_graph_free(struct mp_graph *g)
 		free(g->nodes[i].name);
 	for (int i = 0; i < g->nm; i++)
 		free(g->members[i].name);
-	for (int i = 0; i < g->np; i++)
+	for (int i = 0; i < g->np; i++) {
 		free(g->params[i].name);
+		free(g->params[i].shared);
+	}
 	free(g->nodes);
 	free(g->members);
 	free(g->params);
@@ -409,6 +412,14 @@ static struct json_object *get_arr(struct json_object *o, const char *key)
 }
 
 /* Number of leading dotted components shared by a and b. */
+/* Bytes per element of a dtype name, by libmercury; < 0 with its message. */
+static int dtype_size(struct json_object *v)
+{
+	if (!json_object_is_type(v, json_type_string))
+		return mercury_dtype_size("(not a string)");
+	return mercury_dtype_size(json_object_get_string(v));
+}
+
 static int common_components(const char *a, const char *b)
 {
 	int n = 0, i = 0;
@@ -530,7 +541,7 @@ int mp_graph_load_h200(const char *path, struct mp_graph *g,
 	double fwd_total, bwd_total, *ready = NULL, *span = NULL;
 	int *ncalls = NULL, *call_m = NULL;
 	struct medge *me = NULL;
-	int nmod, ncall, ngrad, ne = 0, ret = 0;
+	int nmod, ncall, ngrad, ne = 0, ret = 0, gsize;
 	const char *s;
 
 	memset(g, 0, sizeof(*g));
@@ -716,7 +727,17 @@ int mp_graph_load_h200(const char *path, struct mp_graph *g,
 		g->members[m].node =
 			g->members[attach_member(g, g->members[m].name)].node;
 	}
-	/* parameters */
+	/*
+	 * parameters: gradient bytes are numel times the entry's "dtype" or
+	 * the profile's "grad_dtype" (libmercury's table), fp32 if neither
+	 */
+	gsize = 4;
+	if (json_object_object_get_ex(root, "grad_dtype", &it) &&
+	    (gsize = dtype_size(it)) < 0) {
+		ret = mp_set_err(err, -EINVAL, "%s: grad_dtype: %s", path,
+				 mercury_last_error());
+		goto out;
+	}
 	g->params = mp_calloc(ngrad, sizeof(struct mp_param));
 	ready = mp_calloc(ngrad, sizeof(double));
 	for (int i = 0; i < ngrad; i++) {
@@ -725,7 +746,7 @@ int mp_graph_load_h200(const char *path, struct mp_graph *g,
 		const char *pname = get_str(o, "param");
 		const char *mname = NULL;
 		double numel, r;
-		int m = -1;
+		int m = -1, esz = gsize;
 
 		if (!pname || get_num(o, "numel", &numel) || numel < 0 ||
 		    get_num(o, "ready_ms", &r) || r < 0) {
@@ -748,10 +769,52 @@ int mp_graph_load_h200(const char *path, struct mp_graph *g,
 			m = attach_member(g, pname);
 		g->params[i].name = mp_strdup(pname);
 		g->params[i].member = m;
-		g->params[i].bytes = 4.0 * numel;
+		/*
+		 * A tied tensor is listed once, under its first user; the
+		 * other owners only need a copy where they run (sched.c).
+		 */
+		if (json_object_object_get_ex(o, "shared_with", &mv) && mv) {
+			int ns;
+
+			if (!json_object_is_type(mv, json_type_array)) {
+				ret = mp_set_err(err, -EINVAL,
+						 "%s: grad_ready[%d] (%s): shared_with must be an array of module names",
+						 path, i, pname);
+				g->np++;
+				goto out;
+			}
+			ns = json_object_array_length(mv);
+			g->params[i].shared = mp_calloc(ns + 1, sizeof(int));
+			for (int k = 0; k < ns; k++) {
+				const char *sn = json_object_get_string(
+					json_object_array_get_idx(mv, k));
+				int sm = sn ? name_idx(map, sn) : -1;
+
+				if (sm < 0) {
+					ret = mp_set_err(err, -EINVAL,
+							 "%s: grad_ready[%d] (%s): shared_with names unknown module %s",
+							 path, i, pname,
+							 sn ? sn : "(none)");
+					g->np++;
+					goto out;
+				}
+				if (!g->members[sm].called)
+					sm = attach_member(g, sn);
+				g->params[i].shared[g->params[i].nshared++] = sm;
+			}
+		}
+		if (json_object_object_get_ex(o, "dtype", &mv) &&
+		    (esz = dtype_size(mv)) < 0) {
+			ret = mp_set_err(err, -EINVAL, "%s: grad_ready[%d] (%s): %s",
+					 path, i, pname, mercury_last_error());
+			g->np++;
+			goto out;
+		}
+		g->params[i].bytes = (double)esz * numel;
 		g->params[i].ready_idx = i;
 		ready[i] = r;
 		g->np++;
+		/* memory: fp32 parameters (and their copies), whatever the wire */
 		g->nodes[g->members[m].node].param_bytes += 4.0 * numel;
 	}
 	h200_bwd_from_ready(g, ready, bwd_total);
@@ -940,6 +1003,10 @@ int mp_graph_load_pipedream(const char *path, struct mp_graph *g,
 		name_put(map, s, g->nm);
 		g->members[g->nm].name = mp_strdup(s);
 		g->members[g->nm].called = 1;
+		if (!strncmp(sep + 4, "Input", 5))
+			g->members[g->nm].role = MP_ROLE_INPUT;
+		else if (!strncmp(sep + 4, "__getitem__", 11))
+			g->members[g->nm].role = MP_ROLE_GETITEM;
 		g->members[g->nm].order = g->nm;
 		g->members[g->nm].fwd_ms = vals[g->nm][0];
 		g->members[g->nm].out_bytes = vals[g->nm][2];

@@ -2,16 +2,20 @@
 /*
  * mercury-place: command line.
  *
- *   mercury-place [place] --profile P --cluster C [--algo NAME] [-j] [-o F]
+ *   mercury-place [place] --profile P --cluster C [--algo NAME] [--levels N]
+ *                 [--tag-source S] [-j] [-o F]
  *   mercury-place compare --profile P --cluster C [-j] [--png F]
  *   mercury-place bench --profiles DIR [--out DIR] [--synthetic N]
  *
  * Commands are matched by unique prefix, as bpftool does.  Usage errors
  * exit 2, bad data exits 1; with -j errors are {"error": "..."} on stdout.
+ * Plans are written by libmercury (mercury_plan_save()): this program
+ * hands it the priorities and its own sections (plan.c).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,7 @@
 #include <sys/stat.h>
 
 #include <json.h>
+#include <mercury/mercury.h>
 
 #include "place.h"
 
@@ -29,12 +34,16 @@ static int json_out;
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [-j] [-o FILE]\n"
+		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [--replicas N [--bandwidth BPS]] [PLAN] [-j] [-o FILE]\n"
 		"       " PROG " compare --profile FILE --cluster FILE [-j] [--png FILE]\n"
+		"       " PROG " pipe --profile FILE --cluster FILE [--pipedream-model] [--no-memory] [--bandwidth BPS] [--simulate N] [PLAN] [-j] [-o FILE]\n"
+		"       " PROG " pipedream --profiles DIR [--bandwidth BPS]\n"
 		"       " PROG " bench --profiles DIR [--out DIR] [--synthetic N]\n"
 		"       " PROG " help\n"
 		"NAME: mercury (default), m-topo, m-etf, m-sct, dp, single, even\n"
-		"FILE for --profile: an h200 *.json or a pipedream *.graph.txt\n");
+		"FILE for --profile: an h200 *.json or a pipedream *.graph.txt\n"
+		"PLAN: [--levels N] [--tag-source mark|priority|dscp] [--shift N] [--mask N]\n"
+		"  --levels N squeezes the tags into 1..N keeping their order (the qdisc's levels)\n");
 }
 
 static int fail(int code, const char *fmt, ...)
@@ -64,8 +73,26 @@ static int fail(int code, const char *fmt, ...)
 
 struct opts {
 	const char *profile, *cluster, *algo, *out, *png, *profiles, *outdir;
-	int synthetic;
+	int synthetic, pipedream, nomem, sim, replicas;
+	double bandwidth;
+	struct mp_plan_fmt fmt;
 };
+
+/* C integer syntax (0x.. for masks), lo..hi; the whole string. */
+static int parse_uint(const char *opt, const char *arg, unsigned long lo,
+		      unsigned long hi, unsigned long *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(arg, &end, 0);
+	if (errno || end == arg || *end || arg[0] == '-' || v < lo || v > hi)
+		return fail(2, "--%s: expected an integer %lu..%lu, got '%s'",
+			    opt, lo, hi, arg);
+	*out = v;
+	return 0;
+}
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
@@ -79,9 +106,19 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "profiles", required_argument, NULL, 'P' },
 		{ "out", required_argument, NULL, 'O' },
 		{ "synthetic", required_argument, NULL, 's' },
+		{ "pipedream-model", no_argument, NULL, 'D' },
+		{ "no-memory", no_argument, NULL, 'M' },
+		{ "bandwidth", required_argument, NULL, 'b' },
+		{ "simulate", required_argument, NULL, 'S' },
+		{ "replicas", required_argument, NULL, 'R' },
+		{ "levels", required_argument, NULL, 'L' },
+		{ "tag-source", required_argument, NULL, 'T' },
+		{ "shift", required_argument, NULL, 'H' },
+		{ "mask", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
+	unsigned long u;
 	int ch;
 
 	memset(o, 0, sizeof(*o));
@@ -109,6 +146,59 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->synthetic = (int)v;
 			break;
 		}
+		case 'D': o->pipedream = 1; break;
+		case 'M': o->nomem = 1; break;
+		case 'b': {
+			char *end;
+			double v = strtod(optarg, &end);
+
+			if (*end || !(v > 0) || !isfinite(v))
+				return fail(2, "--bandwidth: expected bytes per second > 0, got '%s'",
+					    optarg);
+			o->bandwidth = v;
+			break;
+		}
+		case 'S':
+		case 'R': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 1 || v > 100000)
+				return fail(2, "--%s: expected a count 1..100000, got '%s'",
+					    ch == 'S' ? "simulate" : "replicas",
+					    optarg);
+			if (ch == 'S')
+				o->sim = (int)v;
+			else
+				o->replicas = (int)v;
+			break;
+		}
+		case 'L':
+			if (parse_uint("levels", optarg, 1, MERCURY_MAX_TAG, &u))
+				return 2;
+			o->fmt.levels = u;
+			break;
+		case 'T':
+			if (!strcmp(optarg, "mark"))
+				o->fmt.tag_source = MERCURY_TAG_MARK;
+			else if (!strcmp(optarg, "priority"))
+				o->fmt.tag_source = MERCURY_TAG_PRIORITY;
+			else if (!strcmp(optarg, "dscp"))
+				o->fmt.tag_source = MERCURY_TAG_DSCP;
+			else
+				return fail(2, "--tag-source: expected mark, priority or dscp, got '%s'",
+					    optarg);
+			break;
+		case 'H':
+			if (parse_uint("shift", optarg, 0, 31, &u))
+				return 2;
+			o->fmt.shift = u;
+			break;
+		case 'K':
+			if (parse_uint("mask", optarg, 1, UINT32_MAX, &u))
+				return 2;
+			o->fmt.mask = u;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -151,6 +241,7 @@ static int solve(const struct mp_graph *g, const struct mp_cluster *c,
 
 static int cmd_place(int argc, char **argv)
 {
+	struct mercury_plan *mp = NULL;
 	struct mp_graph g;
 	struct mp_cluster c;
 	struct mp_plan p;
@@ -169,34 +260,55 @@ static int cmd_place(int argc, char **argv)
 		return ret;
 	place = mp_calloc(g.n, sizeof(int));
 	ret = solve(&g, &c, algo, place, &p, &err);
+	/* squeezed first: the hybrid evaluation sees the written tags */
+	if (!ret && o.fmt.levels) {
+		ret = mp_plan_squeeze(&p, o.fmt.levels, &err);
+		if (ret)
+			mp_plan_free(&p);
+	}
+	if (!ret && o.replicas > 1) {
+		ret = mp_plan_hybrid(&p, o.replicas, o.bandwidth, &err);
+		if (ret)
+			mp_plan_free(&p);
+	}
+	if (!ret) {
+		ret = mp_plan_mercury(&p, &o.fmt, NULL, &mp, &err);
+		if (ret)
+			mp_plan_free(&p);
+	}
 	if (ret) {
 		ret = fail(1, "%s", err.msg);
 	} else {
-		struct json_object *j = mp_plan_json(&p);
-		const char *s = json_object_to_json_string_ext(j,
-					JSON_C_TO_STRING_PRETTY |
-					JSON_C_TO_STRING_SPACED |
-					JSON_C_TO_STRING_NOSLASHESCAPE);
+		struct mercury_plan_info info;
 
+		mercury_plan_get_info(mp, &info, sizeof(info));
 		if (o.out) {
-			FILE *f = fopen(o.out, "w");
-
-			if (!f || fprintf(f, "%s\n", s) < 0 || fclose(f)) {
-				ret = fail(1, "%s: %s", o.out, strerror(errno));
+			if (mercury_plan_save(mp, o.out)) {
+				ret = fail(1, "%s", mercury_last_error());
 			} else if (json_out) {
-				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f}\n",
-				       o.out, p.step_ms, p.lb.lb_ms);
+				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f, \"levels\": %u}\n",
+				       o.out, p.step_ms, p.lb.lb_ms, info.levels);
 			} else {
-				printf("%s: %s on %d devices with %s: step %.3f ms (lower bound %.3f, x%.3f), solved in %.2f ms, %d tagged tensors -> %s\n",
+				printf("%s: %s on %d devices with %s: step %.3f ms (lower bound %.3f, x%.3f), solved in %.2f ms, %d tagged tensors in %u levels -> %s\n",
 				       PROG, g.model, c.d, mp_algo_name(algo),
 				       p.step_ms, p.lb.lb_ms,
 				       p.step_ms / p.lb.lb_ms, p.solve_ms,
-				       p.nprio, o.out);
+				       p.nprio, info.levels, o.out);
+				if (p.replicas > 1)
+					printf("%s: x %d data-parallel replicas at %.4g B/s: iteration %.3f ms with the plan's gradient order, %.3f ms in arrival order\n",
+					       PROG, p.replicas, p.dp_bw_Bps,
+					       p.hybrid_ms, p.hybrid_fifo_ms);
 			}
 		} else {
-			printf("%s\n", s);
+			char *s;
+
+			if (mercury_plan_save_buf(mp, &s, NULL))
+				ret = fail(1, "%s", mercury_last_error());
+			else
+				fputs(s, stdout);
+			free(s);
 		}
-		json_object_put(j);
+		mercury_plan_free(mp);
 		mp_plan_free(&p);
 	}
 	free(place);
@@ -283,6 +395,10 @@ static int cmd_compare(int argc, char **argv)
 		json_object_object_add(j, "devices", json_object_new_int(c.d));
 		json_object_object_add(j, "lower_bound_ms",
 				       json_object_new_double(lb.lb_ms));
+		json_object_object_add(j, "critical_path_ms",
+				       json_object_new_double(lb.cp_ms));
+		json_object_object_add(j, "comm_path_ms",
+				       json_object_new_double(lb.comm_ms));
 		for (int a = 0; a < MP_ALGO_COUNT; a++) {
 			struct json_object *e = json_object_new_object();
 
@@ -311,9 +427,9 @@ static int cmd_compare(int argc, char **argv)
 					JSON_C_TO_STRING_SPACED));
 		json_object_put(j);
 	} else {
-		printf("%s (%s, %d nodes, %d edges) on %d devices; lower bound %.3f ms (critical path %.3f, work %.3f, memory %.3f)\n",
+		printf("%s (%s, %d nodes, %d edges) on %d devices; lower bound %.3f ms = max(critical path %.3f + memory %.3f, work %.3f, communication-aware path %.3f)\n",
 		       g.model, g.format, g.n, g.ne, c.d, lb.lb_ms, lb.cp_ms,
-		       lb.work_ms, lb.mem_ms);
+		       lb.mem_ms, lb.work_ms, lb.comm_ms);
 		printf("%-8s %10s %12s %12s %8s %5s %10s\n", "algo", "solve_ms",
 		       "step_ms", "sim_ms", "x_lb", "devs", "max_mem_GB");
 		for (int a = 0; a < MP_ALGO_COUNT; a++) {
@@ -428,18 +544,18 @@ static double time_solve(const struct mp_graph *g, const struct mp_cluster *c,
 	return med;
 }
 
-static int bench_regime(char **files, int nf, int tight, FILE *dat,
+static int bench_regime(char **files, int nf, int small, FILE *dat,
 			int *cases, int *wins, int *within5, int *ran)
 {
 	static const int devs[] = { 2, 4, 8 };
+	double gb = small ? 16e9 : 80e9;
 
-	printf("\n== %s memory: %s ==\n", tight ? "tight" : "roomy",
-	       tight ? "each device holds 1.5 x (model / devices) (at least 2.5 x its largest node), so the model must be split" :
-	       "80 GB per device (the issue's example), 12.5 GB/s, 10 us");
-	printf("%-24s %2s %10s", "model", "D", "lb_ms");
+	printf("\n== %.0f GB per device, 12.5 GB/s, 10 us ==\n", gb / 1e9);
+	printf("%-24s %2s %10s %10s", "model", "D", "lb_ms", "step_ms");
 	for (int a = 0; a < MP_ALGO_COUNT; a++)
 		printf(" %8s", mp_algo_name(a));
-	printf(" %8s %s\n", "solve_ms", "verdict");
+	printf(" %8s %-7s | %9s %8s %8s\n", "solve_ms", "verdict",
+	       "pipe_ms", "xstep", "solve_ms");
 	for (int i = 0; i < nf; i++) {
 		struct mp_graph g;
 		struct mp_err err;
@@ -460,16 +576,12 @@ static int bench_regime(char **files, int nf, int tight, FILE *dat,
 			double mem = 80e9, best_base = 0;
 			int bb = -1;
 
-			if (tight) {
-				mem = 1.5 * mp_graph_mem(&g) / devs[k];
-				for (int v = 0; v < g.n; v++)
-					if (2.5 * mp_node_mem(&g, v) > mem)
-						mem = 2.5 * mp_node_mem(&g, v);
-			}
+			mem = gb;
 			mp_cluster_make(&c, devs[k], mem, 1.0, 12.5e9, 1e-5);
 			mp_lower_bound(&g, &c, &lb);
 			run_all(&g, &c, rows);
-			printf("%-24s %2d %10.3f", label, devs[k], lb.lb_ms);
+			printf("%-24s %2d %10.3f %10.3f", label, devs[k], lb.lb_ms,
+			       rows[0].ok ? rows[0].step_ms : 0.0);
 			for (int a = 0; a < MP_ALGO_COUNT; a++) {
 				if (rows[a].ok)
 					printf(" %8.4f", rows[a].step_ms / lb.lb_ms);
@@ -490,13 +602,30 @@ static int bench_regime(char **files, int nf, int tight, FILE *dat,
 				(*ran)++;
 				*wins += win;
 				*within5 += w5;
-				printf(" %8.2f %s%s\n", rows[0].solve_ms,
-				       win ? "ok" : "WORSE",
-				       w5 ? "" : " >5%lb");
+				printf(" %8.2f %-7s", rows[0].solve_ms,
+				       win ? (w5 ? "ok" : "ok>5%") : "WORSE");
 			} else {
-				printf(" %8s FAILED: %s\n", "-", rows[0].msg);
+				printf(" %8s FAILED: %s", "-", rows[0].msg);
 			}
-			fprintf(dat, "\"%s/%d\" %d", label, devs[k], tight);
+			{
+				struct mp_pipe_opts po = { .memory = 1,
+							   .fewer = 1 };
+				struct mp_pipe pp;
+				struct mp_err perr;
+				double t0 = mp_now_ms();
+
+				if (mp_pipe_solve(&g, &c, &po, &pp, &perr)) {
+					printf(" | %9s\n", "-");
+				} else {
+					printf(" | %9.3f %8.3f %8.2f%s\n",
+					       pp.period_ms, rows[0].ok ?
+					       rows[0].step_ms / pp.period_ms : 0,
+					       mp_now_ms() - t0,
+					       pp.stash_limited ? " *" : "");
+					mp_pipe_free(&pp);
+				}
+			}
+			fprintf(dat, "\"%s/%d\" %d", label, devs[k], small);
 			for (int a = 0; a < MP_ALGO_COUNT; a++)
 				fprintf(dat, " %.6f", rows[a].ok ?
 					rows[a].step_ms / lb.lb_ms : 0.0 / 0.0);
@@ -533,11 +662,14 @@ static int cmd_bench(int argc, char **argv)
 	dat = fopen(datpath, "w");
 	if (!dat)
 		return fail(1, "%s: %s", datpath, strerror(errno));
-	fprintf(dat, "case tight");
+	fprintf(dat, "case 16GB");
 	for (int a = 0; a < MP_ALGO_COUNT; a++)
 		fprintf(dat, " %s", mp_algo_name(a));
 	fprintf(dat, "\n");
-	printf("Step time / lower bound per algorithm (1.0 = provably optimal); '-' = could not place.\n");
+	printf("Step time / lower bound per algorithm (1.0 = provably optimal); '-' = could not place.\n"
+	       "verdict: mercury against the best baseline (ok>5%%: as good, more than 5%% above the bound).\n"
+	       "pipe_ms: the pipelined period per batch (Mercury's model, same cluster), xstep: mercury's\n"
+	       "unpipelined step / pipe_ms, * = period simulated (memory limits the stash).\n");
 	bench_regime(files, nf, 0, dat, &cases, &wins, &within5, &ran);
 	bench_regime(files, nf, 1, dat, &cases, &wins, &within5, &ran);
 	fclose(dat);
@@ -576,7 +708,7 @@ static int cmd_bench(int argc, char **argv)
 	snprintf(gp, 16384,
 		 "set terminal pngcairo size 1400,700\n"
 		 "set output '%s'\n"
-		 "set title 'Simulated step time / lower bound (roomy then tight memory)'\n"
+		 "set title 'Simulated step time / lower bound (80 GB, then 16 GB devices)'\n"
 		 "set xtics rotate by 90 right font ',7'\n"
 		 "set ylabel 'step / lower bound'\nset grid y\nset key top left\n"
 		 "set datafile missing 'nan'\nset termoption noenhanced\n"
@@ -593,6 +725,335 @@ static int cmd_bench(int argc, char **argv)
 	return 0;
 }
 
+/* ---- pipelined placement ------------------------------------------------ */
+
+static void pipe_print(const struct mp_graph *g, const struct mp_pipe *p,
+		       const struct mp_pipe_opts *po, double sim_ms, int nsim)
+{
+	printf("%s on %d devices, %s model: %d stages, %d micro-batches in flight at the input, period %.3f ms per micro-batch, %.3fx one device (%.3f ms), data parallel %.3fx%s\n",
+	       g->model, p->machines_used, po->pipedream ? "PipeDream's" : "Mercury's",
+	       p->nstages, p->microbatches, p->period_ms, p->speedup,
+	       p->single_ms, p->single_ms / p->dp_ms,
+	       p->dp_fits ? "" : " (a whole replica does not fit)");
+	if (nsim)
+		printf("simulated %d micro-batches: steady-state period %.3f ms (prediction x%.4f)\n",
+		       nsim, sim_ms, sim_ms / p->period_ms);
+	if (p->stash_limited)
+		printf("memory keeps some stage below the micro-batches in flight that would keep it busy: period simulated (%s schedule)\n",
+		       p->greedy ? "backward-first" : "strict 1F1B");
+	printf("%5s %6s %6s %8s %10s %10s %10s %10s %8s %6s %9s\n", "stage", "nodes",
+	       "repl", "devices", "compute_ms", "time_ms", "link_ms",
+	       "mem_GB", "stashed", "needs", "loop_ms");
+	for (int s = 0; s < p->nstages; s++) {
+		const struct mp_pipe_stage *st = &p->st[s];
+
+		printf("%5d %6d %6d %4d-%-3d %10.3f %10.3f %10.3f %10.3f %8d %6d %9.3f\n",
+		       s, st->end - st->first, st->replicas, st->device0,
+		       st->device0 + st->replicas - 1, st->compute_ms,
+		       st->time_ms, st->link_ms, st->mem_bytes / 1e9,
+		       st->in_flight, st->need, st->loop_ms);
+	}
+}
+
+static struct json_object *pipe_json(const struct mp_graph *g,
+				     const struct mp_cluster *c,
+				     const struct mp_pipe *p,
+				     const struct mp_pipe_opts *po,
+				     double sim_ms, int nsim)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+
+	json_object_object_add(o, "model", json_object_new_string(g->model));
+	json_object_object_add(o, "cost_model",
+			       json_object_new_string(po->pipedream ? "pipedream" : "mercury"));
+	json_object_object_add(o, "devices_used",
+			       json_object_new_int(p->machines_used));
+	json_object_object_add(o, "stages", json_object_new_int(p->nstages));
+	json_object_object_add(o, "microbatches_in_flight",
+			       json_object_new_int(p->microbatches));
+	json_object_object_add(o, "period_ms", json_object_new_double(p->period_ms));
+	json_object_object_add(o, "stash_limited",
+			       json_object_new_boolean(p->stash_limited));
+	json_object_object_add(o, "schedule",
+			       json_object_new_string(p->greedy ? "backward-first" : "1f1b"));
+	json_object_object_add(o, "microbatches_per_s",
+			       json_object_new_double(1e3 / p->period_ms));
+	json_object_object_add(o, "single_device_ms",
+			       json_object_new_double(p->single_ms));
+	json_object_object_add(o, "speedup", json_object_new_double(p->speedup));
+	json_object_object_add(o, "data_parallel_speedup",
+			       json_object_new_double(p->single_ms / p->dp_ms));
+	json_object_object_add(o, "data_parallel_fits",
+			       json_object_new_boolean(p->dp_fits));
+	if (nsim) {
+		json_object_object_add(o, "simulated_microbatches",
+				       json_object_new_int(nsim));
+		json_object_object_add(o, "simulated_period_ms",
+				       json_object_new_double(sim_ms));
+	}
+	for (int s = 0; s < p->nstages; s++) {
+		const struct mp_pipe_stage *st = &p->st[s];
+		struct json_object *e = json_object_new_object();
+		struct json_object *dev = json_object_new_array();
+		struct json_object *mem = json_object_new_array();
+
+		for (int r = 0; r < st->replicas; r++)
+			json_object_array_add(dev,
+				json_object_new_string(c->dev[st->device0 + r].name));
+		for (int i = st->first; i < st->end; i++) {
+			int v = p->order[i];
+
+			for (int m = 0; m < g->nm; m++)
+				if (g->members[m].node == v)
+					json_object_array_add(mem,
+						json_object_new_string(g->members[m].name));
+		}
+		json_object_object_add(e, "devices", dev);
+		json_object_object_add(e, "compute_ms",
+				       json_object_new_double(st->compute_ms));
+		json_object_object_add(e, "time_ms",
+				       json_object_new_double(st->time_ms));
+		json_object_object_add(e, "link_in_ms",
+				       json_object_new_double(st->link_ms));
+		json_object_object_add(e, "in_flight",
+				       json_object_new_int(st->in_flight));
+		json_object_object_add(e, "memory_bytes",
+				       json_object_new_int64((int64_t)st->mem_bytes));
+		json_object_object_add(e, "members", mem);
+		json_object_array_add(arr, e);
+	}
+	json_object_object_add(o, "pipeline", arr);
+	return o;
+}
+
+static int cmd_pipe(int argc, char **argv)
+{
+	struct mp_pipe_opts po = { 0 };
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_pipe p;
+	struct mp_err err;
+	struct opts o;
+	double sim_ms = 0;
+	int ret;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	ret = load_inputs(&o, &g, &c);
+	if (ret)
+		return ret;
+	po.pipedream = o.pipedream;
+	po.memory = !o.nomem && !o.pipedream;
+	po.fewer = 1;
+	po.bandwidth_Bps = o.bandwidth;
+	ret = mp_pipe_solve(&g, &c, &po, &p, &err);
+	if (ret) {
+		ret = fail(1, "%s", err.msg);
+		goto out;
+	}
+	if (o.sim && !po.pipedream &&
+	    mp_pipe_sim(&g, &c, &po, &p, o.sim, &sim_ms, &err)) {
+		ret = fail(1, "%s", err.msg);
+		mp_pipe_free(&p);
+		goto out;
+	}
+	if (o.out) {
+		/*
+		 * The plan writer: every node on its stage's first device
+		 * (the other replicas run the same), priorities from that
+		 * placement's schedule, the pipeline as an extra section.
+		 */
+		int *place = mp_calloc(g.n, sizeof(int));
+		struct mercury_plan *mp = NULL;
+		struct mp_plan pl;
+		int built;
+
+		for (int v = 0; v < g.n; v++)
+			place[v] = p.st[p.stage_of[v]].device0;
+		ret = mp_plan_build(&g, &c, MP_ALGO_MERCURY, place, 0, &pl, &err);
+		built = !ret;
+		if (!ret && o.fmt.levels)
+			ret = mp_plan_squeeze(&pl, o.fmt.levels, &err);
+		if (!ret && o.replicas > 1)
+			ret = mp_plan_hybrid(&pl, o.replicas, o.bandwidth, &err);
+		if (!ret) {
+			struct json_object *j = pipe_json(&g, &c, &p, &po, sim_ms,
+							  po.pipedream ? 0 : o.sim);
+
+			ret = mp_plan_mercury(&pl, &o.fmt, j, &mp, &err);
+			json_object_put(j);
+		}
+		if (ret)
+			ret = fail(1, "%s", err.msg);
+		else if (mercury_plan_save(mp, o.out))
+			ret = fail(1, "%s", mercury_last_error());
+		mercury_plan_free(mp);
+		if (built)
+			mp_plan_free(&pl);
+		free(place);
+		if (ret) {
+			mp_pipe_free(&p);
+			goto out;
+		}
+	}
+	if (json_out) {
+		struct json_object *j = pipe_json(&g, &c, &p, &po, sim_ms,
+						  po.pipedream ? 0 : o.sim);
+
+		printf("%s\n", json_object_to_json_string_ext(j,
+					JSON_C_TO_STRING_PRETTY |
+					JSON_C_TO_STRING_SPACED |
+					JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(j);
+	} else {
+		pipe_print(&g, &p, &po, sim_ms, po.pipedream ? 0 : o.sim);
+	}
+	mp_pipe_free(&p);
+out:
+	mp_graph_free(&g);
+	mp_cluster_free(&c);
+	return ret;
+}
+
+/*
+ * PipeDream's published predictions (issue 17): its optimizer on its own
+ * graph.txt at 1.25e9 B/s, no memory constraint: speedup over one machine
+ * (stages) on 4 and 8 machines, and its data-parallel figures.  They are
+ * the reference the table compares with, not a result of this program.
+ */
+static const struct pdref {
+	const char *model;
+	double s4, s8, dp4, dp8;
+	int st4, st8;
+} pdrefs[] = {
+	{ "vgg16", 3.81, 6.67, 1.34, 2.42, 2, 2 },
+	{ "resnet50", 2.92, 5.39, 2.58, 4.86, 2, 3 },
+	{ "resnet18", 3.16, 5.96, 2.79, 5.32, 2, 3 },
+	{ "resnet101", 3.60, 5.00, 1.96, 3.61, 3, 4 },
+	{ "alexnet", 2.63, 5.65, 0.51, 0.89, 2, 2 },
+	{ "resnext50", 3.59, 6.13, 2.84, 5.43, 2, 3 },
+	{ "squeezenet1_0", 3.84, 7.63, 3.84, 7.63, 1, 1 },
+	{ "gnmt", 3.46, 4.64, 0.18, 0.32, 4, 8 },
+	{ "gnmt_large", 3.80, 6.28, 0.65, 1.15, 4, 8 },
+};
+
+static int cmd_pipedream(int argc, char **argv)
+{
+	struct opts o;
+	int ret, worse = 0;
+	double bw;
+
+	ret = parse_opts(argc, argv, &o);
+	if (ret)
+		return ret;
+	if (!o.profiles)
+		return fail(2, "pipedream needs --profiles DIR");
+	bw = o.bandwidth > 0 ? o.bandwidth : 1.25e9;
+	printf("PipeDream's cost model, %.4g B/s, no memory constraint: speedup over one machine (stages)\n", bw);
+	printf("%-14s | %-22s %6s | %-22s %6s | %-13s %-13s\n", "model",
+	       "4 machines: ours / PD", "ratio", "8 machines: ours / PD",
+	       "ratio", "DP 4: ours/PD", "DP 8: ours/PD");
+	for (size_t i = 0; i < sizeof(pdrefs) / sizeof(pdrefs[0]); i++) {
+		const struct pdref *r = &pdrefs[i];
+		char path[4096];
+		struct mp_graph g;
+		struct mp_err err;
+		double sp[2], dp[2];
+		int st[2];
+
+		snprintf(path, sizeof(path), "%s/pipedream/%s.graph.txt",
+			 o.profiles, r->model);
+		if (mp_graph_load(path, &g, &err)) {
+			printf("%s: %s\n", r->model, err.msg);
+			worse++;
+			continue;
+		}
+		for (int k = 0; k < 2; k++) {
+			struct mp_pipe_opts po = { .pipedream = 1,
+						   .bandwidth_Bps = bw,
+						   .fewer = 1 };
+			struct mp_cluster c;
+			struct mp_pipe p;
+
+			mp_cluster_make(&c, k ? 8 : 4, 1e18, 1.0, bw, 0);
+			if (mp_pipe_solve(&g, &c, &po, &p, &err)) {
+				printf("%s: %s\n", r->model, err.msg);
+				sp[k] = dp[k] = 0;
+				st[k] = 0;
+			} else {
+				sp[k] = p.speedup;
+				dp[k] = p.single_ms / p.dp_ms;
+				st[k] = p.nstages;
+				mp_pipe_free(&p);
+			}
+			mp_cluster_free(&c);
+		}
+		printf("%-14s | %5.2fx (%d) / %5.2fx (%d) %6.3f | %5.2fx (%d) / %5.2fx (%d) %6.3f | %5.2f / %5.2f  %5.2f / %5.2f\n",
+		       r->model, sp[0], st[0], r->s4, r->st4, sp[0] / r->s4,
+		       sp[1], st[1], r->s8, r->st8, sp[1] / r->s8, dp[0],
+		       r->dp4, dp[1], r->dp8);
+		worse += sp[0] < r->s4 * 0.995 || sp[1] < r->s8 * 0.995;
+		mp_graph_free(&g);
+	}
+	printf("rows below PipeDream's figure (by more than 0.5%%): %d\n", worse);
+
+	printf("\nThe same partitioner under Mercury's model (every crossing activation, directed links, overlapped ring all-reduce), %.4g B/s, 10 us:\n", bw);
+	printf("%-14s %2s | %-13s | %-16s %-8s | %-16s %-8s %s\n", "model", "M",
+	       "PD model", "no memory", "DP", "16 GB", "DP", "stages/in flight (16 GB)");
+	for (size_t i = 0; i < sizeof(pdrefs) / sizeof(pdrefs[0]); i++) {
+		const struct pdref *r = &pdrefs[i];
+		char path[4096];
+		struct mp_graph g;
+		struct mp_err err;
+
+		snprintf(path, sizeof(path), "%s/pipedream/%s.graph.txt",
+			 o.profiles, r->model);
+		if (mp_graph_load(path, &g, &err))
+			continue;
+		for (int M = 4; M <= 8; M *= 2) {
+			struct mp_pipe_opts pd = { .pipedream = 1, .fewer = 1,
+						   .bandwidth_Bps = bw };
+			struct mp_pipe_opts nm = { .fewer = 1 };
+			struct mp_pipe_opts wm = { .fewer = 1, .memory = 1 };
+			struct mp_cluster c, c16;
+			struct mp_pipe a, b, d;
+			int ra, rb, rd;
+
+			mp_cluster_make(&c, M, 1e18, 1.0, bw, 1e-5);
+			mp_cluster_make(&c16, M, 16e9, 1.0, bw, 1e-5);
+			ra = mp_pipe_solve(&g, &c, &pd, &a, &err);
+			rb = mp_pipe_solve(&g, &c, &nm, &b, &err);
+			rd = mp_pipe_solve(&g, &c16, &wm, &d, &err);
+			printf("%-14s %2d | %5.2fx (%d)    | %5.2fx (%d)      %5.2fx   |",
+			       r->model, M, ra ? 0 : a.speedup, ra ? 0 : a.nstages,
+			       rb ? 0 : b.speedup, rb ? 0 : b.nstages,
+			       rb ? 0 : b.single_ms / b.dp_ms);
+			if (rd)
+				printf(" does not fit\n");
+			else
+				printf(" %5.2fx (%d)%s     %5.2fx%s | %d/%d\n",
+				       d.speedup, d.nstages,
+				       d.stash_limited ? "*" : " ",
+				       d.single_ms / d.dp_ms,
+				       d.dp_fits ? " " : "!", d.nstages,
+				       d.microbatches);
+			if (!ra)
+				mp_pipe_free(&a);
+			if (!rb)
+				mp_pipe_free(&b);
+			if (!rd)
+				mp_pipe_free(&d);
+			mp_cluster_free(&c);
+			mp_cluster_free(&c16);
+		}
+		mp_graph_free(&g);
+	}
+	printf("* period simulated (memory limits the stash); ! a whole replica does not fit in 16 GB\n");
+	return 0;
+}
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 static const struct cmd {
@@ -602,6 +1063,8 @@ static const struct cmd {
 	{ "place", cmd_place },
 	{ "compare", cmd_compare },
 	{ "bench", cmd_bench },
+	{ "pipe", cmd_pipe },
+	{ "pipedream", cmd_pipedream },
 };
 
 int main(int argc, char **argv)
@@ -634,6 +1097,11 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		if (strncmp(argv[1], cmds[i].name, len))
 			continue;
+		/* an exact name wins over longer ones it prefixes */
+		if (!cmds[i].name[len]) {
+			hit = &cmds[i];
+			break;
+		}
 		if (hit)
 			return fail(2, "ambiguous command '%s'", argv[1]);
 		hit = &cmds[i];

@@ -41,13 +41,20 @@ struct mp_member {
 	double fwd_ms;		/* forward time at speed 1 (ms) */
 	double off_ms;		/* start offset inside its node's forward (ms) */
 	double out_bytes;	/* bytes of its (last) output activation */
+	int role;		/* MP_ROLE_*: what PipeDream's optimizer drops */
 };
+
+/* PipeDream's optimizer zeroes its Input sources (data loading, always in
+ * the first stage) and removes its __getitem__ sinks; pipe.c does too. */
+enum { MP_ROLE_OP, MP_ROLE_INPUT, MP_ROLE_GETITEM };
 
 struct mp_param {
 	char *name;		/* tensor name in the priority plan */
 	int member;		/* owning member */
 	double bytes;		/* gradient bytes on the wire */
 	int ready_idx;		/* position in backward ready order, -1 unknown */
+	int nshared;		/* other owners of a tied tensor (shared_with) */
+	int *shared;		/* their member indices */
 };
 
 struct mp_node {
@@ -126,7 +133,10 @@ double mp_xfer_ms(const struct mp_cluster *c, int a, int b, double bytes);
 double mp_max_speed(const struct mp_cluster *c);
 
 /* sched.c: the timing engine shared by every algorithm. */
-enum mp_unit_kind { MP_U_FWD, MP_U_BWD, MP_U_XFWD, MP_U_XBWD, MP_U_LOSS };
+/* MP_U_XTIE: a tied tensor's gradient from another owner's device to the
+ * device of its first owner (where the optimizer updates it). */
+enum mp_unit_kind { MP_U_FWD, MP_U_BWD, MP_U_XFWD, MP_U_XBWD, MP_U_LOSS,
+		    MP_U_XTIE };
 
 struct mp_unit {
 	int kind;
@@ -179,6 +189,7 @@ struct mp_bound {
 	double cp_ms;		/* critical path at the fastest speed */
 	double work_ms;		/* total work over the sum of speeds */
 	double mem_ms;		/* extra lower bound from memory (chains) */
+	double comm_ms;		/* critical path with branch communication */
 	double lb_ms;		/* the maximum */
 };
 
@@ -254,14 +265,50 @@ struct mp_plan {
 	double *mem;		/* static memory per device */
 	int nprio;
 	struct mp_prio *prio;
+	/* hybrid: this placement replicated over data-parallel nodes */
+	int replicas;		/* 1: none */
+	double dp_bw_Bps;	/* between replicas, per device */
+	double hybrid_ms;	/* iteration with the plan-ordered exchange */
+	double hybrid_fifo_ms;	/* ... with gradients sent as they come */
+	double *xchg_bytes;	/* per device, on the wire per iteration */
 };
 
 int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 		  int algo, const int *place, double solve_ms,
 		  struct mp_plan *p, struct mp_err *err);
 void mp_plan_free(struct mp_plan *p);
-/* Returns a new json_object (json-c), owned by the caller. */
-struct json_object *mp_plan_json(const struct mp_plan *p);
+/*
+ * Evaluates the plan's placement replicated over `replicas` data-parallel
+ * nodes (bandwidth_Bps between them, <= 0: the cluster's network), with the
+ * gradient exchange in the plan's priority order and in arrival order.
+ */
+int mp_plan_hybrid(struct mp_plan *p, int replicas, double bandwidth_Bps,
+		   struct mp_err *err);
+/* How the plan file is written: its levels and the tagger's settings. */
+struct mp_plan_fmt {
+	unsigned int levels;	/* squeeze to 1..levels; 0: one per tensor */
+	int tag_source;		/* enum mercury_tag_source */
+	unsigned int shift;	/* bits */
+	uint32_t mask;		/* 0: the tag source's default */
+};
+
+/*
+ * Squeeze the priorities into 1..levels keeping their order, by
+ * libmercury's rule (so that the hybrid evaluation sees the written tags).
+ */
+int mp_plan_squeeze(struct mp_plan *p, unsigned int levels,
+		    struct mp_err *err);
+/*
+ * The plan as a libmercury plan (the one plan writer is libmercury's):
+ * the priorities through its builder, the solver's own sections (model,
+ * placement, step and lower bound, memory, deadlines, data_parallel and
+ * pipeline if given: a json-c object, still the caller's) as extra keys.
+ */
+struct json_object;
+struct mercury_plan;
+int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
+		    struct json_object *pipeline, struct mercury_plan **out,
+		    struct mp_err *err);
 
 /*
  * Incremental memory accounting for algorithms that place nodes one by one
@@ -274,6 +321,7 @@ struct mp_mstate {
 	double *used;		/* bytes per device */
 	uint64_t *recv;		/* per member: devices holding a copy */
 	double *add;		/* scratch: bytes a placement would add */
+	uint64_t *tied;		/* per param: devices holding a tied copy */
 	const int *place;
 };
 
@@ -285,6 +333,57 @@ void mp_mstate_free(struct mp_mstate *m);
 /* 1 if node v fits on device d given the placed producers. */
 int mp_mstate_fits(struct mp_mstate *m, int v, int d);
 void mp_mstate_commit(struct mp_mstate *m, int v, int d);
+
+/* pipe.c: pipelined placement (stages, 1F1B micro-batches, replicas). */
+struct mp_pipe_opts {
+	int pipedream;		/* PipeDream's cost model instead of Mercury's */
+	int memory;		/* check device memory (Mercury's model) */
+	int fewer;		/* may leave devices unused */
+	double bandwidth_Bps;	/* > 0: overrides the cluster's links */
+};
+
+struct mp_pipe_stage {
+	int first, end;		/* positions [first, end) in mp_pipe.order */
+	int replicas;		/* devices running this stage */
+	int device0;		/* first of them (consecutive) */
+	int in_flight;		/* micro-batches stashed per replica (1F1B) */
+	double compute_ms;	/* forward + backward of one micro-batch */
+	double time_ms;		/* per micro-batch, over its replicas */
+	double link_ms;		/* the cut before it, per micro-batch */
+	double param_bytes;
+	double act_bytes;	/* stashed activations per micro-batch */
+	double in_bytes;	/* activations received per micro-batch */
+	double mem_bytes;	/* per replica, with in_flight stashes */
+	double loop_ms;		/* one micro-batch from its F here to its B */
+	int need;		/* in flight that keeps it busy (Little's law) */
+};
+
+struct mp_pipe {
+	int nstages;
+	struct mp_pipe_stage *st;
+	int *order;		/* the topological order the stages cut */
+	int *stage_of;		/* per node */
+	int machines_used;
+	int microbatches;	/* in flight at the input stage (NOAM) */
+	double period_ms;	/* predicted time per micro-batch */
+	double single_ms;	/* one device, no pipelining */
+	double dp_ms;		/* data parallelism over all devices */
+	int dp_fits;		/* ... and whether a whole replica fits */
+	double speedup;		/* single_ms / period_ms */
+	int stash_limited;	/* memory kept some stage below its need: the
+				 * period is then simulated, not predicted */
+	int greedy;		/* schedule: 0 strict 1F1B, 1 backward-first */
+};
+
+int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
+		  const struct mp_pipe_opts *o, struct mp_pipe *p,
+		  struct mp_err *err);
+void mp_pipe_free(struct mp_pipe *p);
+int mp_pipe_inflight(int machines_from_here, int r);
+/* Runs nmb micro-batches through the engine; steady-state period (ms). */
+int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
+		const struct mp_pipe_opts *o, const struct mp_pipe *p,
+		int nmb, double *period_ms, struct mp_err *err);
 
 /* util */
 double mp_now_ms(void);

@@ -272,6 +272,33 @@ int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 			pair_add(&P, n + e->dst, grp_x[j] + 1);
 		}
 	}
+	/*
+	 * A tied tensor whose other owner runs elsewhere: that device's
+	 * gradient contribution goes to the first owner's device after its
+	 * backward, before the step can end (the update needs the sum).
+	 */
+	for (int i = 0; i < g->np; i++) {
+		const struct mp_param *pa = &g->params[i];
+		int home = place[g->members[pa->member].node];
+
+		for (int k = 0; k < pa->nshared; k++) {
+			int v = g->members[pa->shared[k]].node;
+			int x;
+
+			if (place[v] == home)
+				continue;
+			x = unit_add(U, &cap);
+			U->u[x].kind = MP_U_XTIE;
+			U->u[x].node = v;
+			U->u[x].member = pa->shared[k];
+			U->u[x].first_dst = pa->member;
+			U->u[x].res = MP_LINK(c, place[v], home);
+			U->u[x].bytes = pa->bytes;
+			U->u[x].dur = mp_xfer_ms(c, place[v], home, pa->bytes);
+			U->u[x].prio = U->u[x].dur;
+			pair_add(&P, n + v, x);
+		}
+	}
 	U->succ_off = mp_calloc(U->nu + 1, sizeof(int));
 	U->succ = mp_calloc(P.n, sizeof(int));
 	for (int i = 0; i < P.n; i++) {
@@ -439,9 +466,16 @@ double mp_eval(const struct mp_graph *g, const struct mp_cluster *c,
 /*
  * Static (peak-bounding) memory of a device: for each node placed there its
  * parameters x3 (weights, gradients, momentum) and its stashed activations;
- * plus each activation received from another device (kept for backward)
- * and each activation gradient received back.  The simulator's time-varying
- * peak never exceeds this.
+ * plus one copy of each activation received from another device (kept for
+ * backward).  The sender holds nothing extra: the tensor it sends is its
+ * own stashed output, already counted once in its node's act_bytes.
+ * Activation gradients are transient on one device and across devices
+ * alike, so neither side counts them (charging the sender for the
+ * gradient it gets back counted that tensor twice and made m-ETF give up
+ * on a full device 0 while others were empty).  A tied tensor (shared_with)
+ * whose owners sit on other devices costs each of them a copy of its
+ * weights and gradient.  The simulator's time-varying peak never exceeds
+ * this.
  */
 void mp_mem_static(const struct mp_graph *g, const struct mp_cluster *c,
 		   const int *place, double *mem)
@@ -469,7 +503,20 @@ void mp_mem_static(const struct mp_graph *g, const struct mp_cluster *c,
 			gm[ng] = e->src_member;
 			gd[ng++] = d;
 			mem[d] += e->bytes;
-			mem[place[u]] += e->bytes;
+		}
+	}
+	for (int i = 0; i < g->np; i++) {
+		const struct mp_param *pa = &g->params[i];
+		int home = place[g->members[pa->member].node];
+		uint64_t have = 1ull << home;
+
+		for (int k = 0; k < pa->nshared; k++) {
+			int d = place[g->members[pa->shared[k]].node];
+
+			if (have >> d & 1)
+				continue;
+			have |= 1ull << d;
+			mem[d] += 2.0 * pa->bytes;
 		}
 	}
 	free(gm);
@@ -500,6 +547,178 @@ static int cmp_desc(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return (x < y) - (x > y);
+}
+
+/*
+ * The communication-aware path bound, one direction (forward over the
+ * graph, or backward over its reverse).  est[v] is a lower bound on the
+ * start of v's task in any placement.  For a node with predecessors
+ * u_1..u_k (k >= 2), let X_i be the ancestors of u_i (u_i included) that
+ * are ancestors of no other u_j: disjoint sets, and every path from X_i to
+ * v passes through u_i.  In any placement each branch is either wholly on
+ * v's device (then that device runs all of X_i, one task at a time, before
+ * v) or has a node x off it (then some edge on the path x -> u_i -> v
+ * crosses devices).  So, minimising over the set L of wholly local
+ * branches:
+ *   start(v) >= max( min_{x in X_L} est(x) + sum_{i in L} work(X_i),
+ *                    max_{i not in L} R_i )
+ *   R_i = min_{x in X_i} (est(x) + shortest path x..u_i) + min transfer of
+ *         an edge inside X_i or from u_i to v (over any pair of devices)
+ * and always start(v) >= max_i est(u_i) + t(u_i).  On one device there is no
+ * remote option.  This is what the plain critical path misses on branchy
+ * graphs: an Inception tower runs either on v's device, serially with its
+ * siblings, or elsewhere at the price of a transfer.
+ */
+#define LB_MAX_PRED 14
+
+static double lb_comm_dir(const struct mp_graph *g, const struct mp_cluster *c,
+			  int fwd, const double *xmin)
+{
+	const int *poff = fwd ? g->in_off : g->out_off;
+	const int *pe = fwd ? g->in_e : g->out_e;
+	double smax = mp_max_speed(c), best = 0;
+	double *est = mp_calloc(g->n, sizeof(double));
+	double *sp = mp_calloc(g->n, sizeof(double));
+	int *mark = mp_calloc(g->n, sizeof(int));
+	int *stack = mp_calloc(g->n + 1, sizeof(int));
+	int *seen = mp_calloc(g->n, sizeof(int));
+	int *visj = mp_calloc(g->n, sizeof(int));
+	int stamp = 0;
+
+#define T(v) ((fwd ? g->nodes[v].fwd_ms : g->nodes[v].bwd_ms) / smax)
+#define PRED(k) (fwd ? g->edges[pe[k]].src : g->edges[pe[k]].dst)
+	for (int i = 0; i < g->n; i++) {
+		int v = g->topo[fwd ? i : g->n - 1 - i];
+		int pred[LB_MAX_PRED], np = 0, many = 0;
+		double basic = 0, refined = DBL_MAX;
+		double W[LB_MAX_PRED], R[LB_MAX_PRED], E[LB_MAX_PRED];
+		double C[LB_MAX_PRED];
+		int pos = fwd ? i : g->n - 1 - i;
+
+		for (int k = poff[v]; k < poff[v + 1]; k++) {
+			int u = PRED(k), dup = 0;
+
+			if (est[u] + T(u) > basic)
+				basic = est[u] + T(u);
+			for (int j = 0; j < np; j++)
+				dup |= pred[j] == u;
+			if (dup)
+				continue;
+			if (np == LB_MAX_PRED)
+				many = 1;
+			else
+				pred[np++] = u;
+		}
+		est[v] = basic;
+		if (np < 2 || many || g->n > 20000)
+			continue;
+		/* mark[x] = 1 + index of the only pred x is an ancestor of, or -1 */
+		stamp++;
+		for (int j = 0; j < np; j++) {
+			int id = stamp * (LB_MAX_PRED + 1) + j, top = 0;
+
+			stack[top++] = pred[j];
+			visj[pred[j]] = id;
+			while (top) {
+				int x = stack[--top];
+
+				if (seen[x] != stamp) {
+					seen[x] = stamp;
+					mark[x] = j + 1;
+				} else if (mark[x] != j + 1) {
+					mark[x] = -1;
+				}
+				for (int k = poff[x]; k < poff[x + 1]; k++) {
+					int y = PRED(k);
+
+					if (visj[y] != id) {
+						visj[y] = id;
+						stack[top++] = y;
+					}
+				}
+			}
+		}
+		for (int j = 0; j < np; j++) {
+			W[j] = 0;
+			E[j] = DBL_MAX;
+			R[j] = DBL_MAX;
+			C[j] = DBL_MAX;
+		}
+		/*
+		 * Shortest paths to u_j inside X_j: visit the ancestors in
+		 * reverse order of this direction, so that a node's successors
+		 * towards v come first.
+		 */
+		for (int ii = fwd ? pos - 1 : pos + 1; fwd ? ii >= 0 : ii < g->n;
+		     fwd ? ii-- : ii++) {
+			int x = g->topo[ii], j;
+			const int *soff = fwd ? g->out_off : g->in_off;
+			const int *se = fwd ? g->out_e : g->in_e;
+			double sh = DBL_MAX;
+
+			if (seen[x] != stamp || mark[x] <= 0)
+				continue;
+			j = mark[x] - 1;
+			W[j] += T(x);
+			if (est[x] < E[j])
+				E[j] = est[x];
+			for (int k = soff[x]; k < soff[x + 1]; k++) {
+				int y = fwd ? g->edges[se[k]].dst :
+					      g->edges[se[k]].src;
+
+				if (y == v && x == pred[j]) {
+					if (xmin[se[k]] < C[j])
+						C[j] = xmin[se[k]];
+					continue;
+				}
+				if (seen[y] != stamp || mark[y] != j + 1)
+					continue;
+				if (xmin[se[k]] < C[j])
+					C[j] = xmin[se[k]];
+				if (sp[y] < sh)
+					sh = sp[y];
+			}
+			sp[x] = (x == pred[j] ? 0 : sh) + T(x);
+			if (sp[x] < DBL_MAX / 2 && est[x] + sp[x] < R[j])
+				R[j] = est[x] + sp[x];
+		}
+		/* R_j: earliest path end plus the cheapest edge of the branch */
+		for (int j = 0; j < np; j++)
+			R[j] = c->d > 1 && C[j] < DBL_MAX && R[j] < DBL_MAX ?
+			       R[j] + C[j] : DBL_MAX;
+		for (int L = 0; L < 1 << np; L++) {
+			double loc = 0, first = DBL_MAX, rem = 0, t;
+
+			for (int j = 0; j < np; j++) {
+				if (L >> j & 1) {
+					loc += W[j];
+					if (E[j] < first)
+						first = E[j];
+				} else if (R[j] > rem) {
+					rem = R[j];
+				}
+			}
+			t = L ? first + loc : 0;
+			if (rem > t)
+				t = rem;
+			if (t < refined)
+				refined = t;
+		}
+		if (refined < DBL_MAX && refined > est[v])
+			est[v] = refined;
+	}
+	for (int v = 0; v < g->n; v++)
+		if (est[v] + T(v) > best)
+			best = est[v] + T(v);
+#undef T
+#undef PRED
+	free(est);
+	free(sp);
+	free(mark);
+	free(stack);
+	free(seen);
+	free(visj);
+	return best;
 }
 
 void mp_lower_bound(const struct mp_graph *g, const struct mp_cluster *c,
@@ -564,9 +783,31 @@ void mp_lower_bound(const struct mp_graph *g, const struct mp_cluster *c,
 			b->mem_ms = 2.0 * (k - 1) * minx;
 		free(caps);
 	}
+	{
+		double *xmin = mp_calloc(g->ne + 1, sizeof(double));
+
+		for (int i = 0; i < g->ne; i++) {
+			xmin[i] = DBL_MAX;
+			for (int a = 0; a < c->d; a++)
+				for (int z = 0; z < c->d; z++) {
+					double x = a == z ? DBL_MAX :
+						mp_xfer_ms(c, a, z,
+							   g->edges[i].bytes);
+
+					if (x < xmin[i])
+						xmin[i] = x;
+				}
+		}
+		/* forward ends before the loss, backward starts after it */
+		b->comm_ms = lb_comm_dir(g, c, 1, xmin) +
+			     lb_comm_dir(g, c, 0, xmin);
+		free(xmin);
+	}
 	b->lb_ms = b->cp_ms + b->mem_ms;
 	if (b->work_ms > b->lb_ms)
 		b->lb_ms = b->work_ms;
+	if (b->comm_ms > b->lb_ms)
+		b->lb_ms = b->comm_ms;
 	free(pf);
 	free(pb);
 }

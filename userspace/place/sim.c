@@ -139,13 +139,8 @@ int mp_sim_run(const struct mp_graph *g, const struct mp_cluster *c,
 
 			ev[nev++] = (struct memev){ st[i], dst, x->bytes };
 			ev[nev++] = (struct memev){ st[i + 1], dst, -x->bytes };
-		} else if (x->kind == MP_U_XBWD) {
-			int dst = (x->res - c->d) % c->d;
-
-			ev[nev++] = (struct memev){ st[i], dst, x->bytes };
-			ev[nev++] = (struct memev){ fin[n + x->node], dst,
-						    -x->bytes };
 		}
+		/* activation gradients are transient, as on one device */
 	}
 	qsort(ev, nev, sizeof(*ev), cmp_memev);
 	{

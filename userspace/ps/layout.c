@@ -17,7 +17,8 @@
 #include "ps.h"
 
 static const char *const scheme_names[] = {
-	[PS_FIFO] = "fifo",
+	[PS_VANILLA] = "vanilla",
+	[PS_FIFO] = "fifo-stream",
 	[PS_PRIO] = "prio",
 	[PS_BYTESCHED] = "bytesched",
 	[PS_MERCURY] = "mercury",
@@ -42,18 +43,21 @@ int ps_nconns(const struct ps_cfg *cfg)
 
 static const struct ps_tensor *sort_base;
 
-/* Most urgent first: smaller gate; inside one module, the tensor whose
- * gradient came last (libmercury's default plan order). */
+/* Most urgent first: the plan's smaller tag (--plan; ties, as without a
+ * plan:) smaller gate; inside one module, the tensor whose gradient came
+ * last (libmercury's default plan order). */
 static int cmp_urgency(const void *a, const void *b)
 {
 	int i = *(const int *)a, j = *(const int *)b;
 
+	if (sort_base[i].prio != sort_base[j].prio)
+		return sort_base[i].prio < sort_base[j].prio ? -1 : 1;
 	if (sort_base[i].gate != sort_base[j].gate)
 		return sort_base[i].gate < sort_base[j].gate ? -1 : 1;
 	return j - i;
 }
 
-static uint64_t scaled_bytes(uint64_t bytes, double scale)
+uint64_t ps_scaled_bytes(uint64_t bytes, double scale)
 {
 	double n = round((double)(bytes / 4) * scale);
 
@@ -106,17 +110,45 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	ret = msim_profile_load(cfg->profile, &L->prof, err, errlen);
 	if (ret)
 		return ret;
+	if (cfg->plan) {
+		ret = msim_profile_apply_plan(&L->prof, cfg->plan,
+					      &L->plan_max_tag, err, errlen);
+		if (ret)
+			goto fail_early;
+	}
 	L->nt = L->prof.ntensors;
 	L->servers = S;
+	/* Every size scales with the tensors (--bytes-scale), so a chunk,
+	 * a partition and the credit keep their share of the gradient. */
+	L->credit = ps_scaled_bytes(cfg->credit, cfg->bytes_scale);
 	if (cfg->scheme == PS_BYTESCHED) {
 		/* ByteScheduler sums whole partitions: a partition is spread
 		 * over the servers like any tensor, so a server's piece of it
 		 * is the aggregation unit. */
-		uint64_t piece = (cfg->partition + S - 1) / S;
+		uint64_t part = ps_scaled_bytes(cfg->partition, cfg->bytes_scale);
+		uint64_t piece = (part + S - 1) / S;
 
 		L->chunk = (piece + 3) / 4 * 4;
+	} else if (cfg->scheme == PS_VANILLA) {
+		/* A stock PS sums a server's shard of a tensor when all of it
+		 * is in: one frame per shard, so the chunk is the largest. */
+		L->chunk = 4;
+		for (i = 0; i < L->nt; i++) {
+			uint64_t n = ps_scaled_bytes(L->prof.tensors[i].bytes,
+						     cfg->bytes_scale) / 4;
+			uint64_t shard = 4 * ((n + S - 1) / S);
+
+			if (shard > L->chunk)
+				L->chunk = shard;
+		}
+		if (L->chunk > UINT32_MAX) {
+			snprintf(err, errlen, "vanilla: a shard of %llu bytes does not fit one frame: more servers or a smaller --bytes-scale",
+				 (unsigned long long)L->chunk);
+			ret = -E2BIG;
+			goto fail_early;
+		}
 	} else {
-		L->chunk = cfg->chunk;
+		L->chunk = ps_scaled_bytes(cfg->chunk, cfg->bytes_scale);
 	}
 	L->t = calloc(L->nt, sizeof(*L->t));
 	L->lo = calloc((size_t)L->nt * S, sizeof(*L->lo));
@@ -137,10 +169,11 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		uint64_t n;
 
 		t->name = m->name;
-		t->bytes = scaled_bytes(m->bytes, cfg->bytes_scale);
+		t->bytes = ps_scaled_bytes(m->bytes, cfg->bytes_scale);
 		t->off = off;
 		t->ready_ms = m->ready_ms;
 		t->gate = m->gate;
+		t->prio = m->prio;
 		off += t->bytes;
 		n = t->bytes / 4;
 		for (s = 0; s < S; s++) {
@@ -157,6 +190,7 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 				goto fail;
 			}
 			L->nchunks[k] = nc;
+			L->frames += nc;
 			L->base[k] = L->srv_chunks[s];
 			L->srv_chunks[s] += nc;
 			if (nc > L->tensor_chunks_max)
@@ -179,14 +213,33 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	if (lv > L->nt)
 		lv = L->nt;
 	L->levels = lv;
+	/*
+	 * A plan's tags go on the wire as they are when they fit, else
+	 * squeezed to lv keeping their order (the same cut as above for a
+	 * plan with one tag per tensor).
+	 */
+	if (cfg->plan && L->plan_max_tag <= (unsigned int)lv)
+		L->levels = L->plan_max_tag;
 	for (i = 0; i < L->nt; i++) {
-		L->t[order[i]].rank = i + 1;
-		L->t[order[i]].level = 1 + (unsigned int)((uint64_t)i * lv / L->nt);
+		struct ps_tensor *t = &L->t[order[i]];
+
+		t->rank = i + 1;
+		if (!cfg->plan)
+			t->level = 1 + (unsigned int)((uint64_t)i * lv / L->nt);
+		else if (L->plan_max_tag <= (unsigned int)lv)
+			t->level = t->prio;
+		else
+			t->level = 1 + (unsigned int)((uint64_t)(t->prio - 1) *
+						      lv / L->plan_max_tag);
 		/* 16 bands by forward order, as many tensors in each */
-		L->t[order[i]].band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
+		t->band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
 	}
+	/* Peers must send by the same plan. */
+	for (i = 0; cfg->plan && i < L->nt; i++)
+		h = fnv(h, (uint64_t)L->t[i].rank << 32 | L->t[i].level);
 	h = fnv(h, cfg->scheme);
 	h = fnv(h, L->chunk);
+	h = fnv(h, cfg->scheme == PS_BYTESCHED ? L->credit : 0);
 	h = fnv(h, ps_nconns(cfg));
 	h = fnv(h, cfg->scheme == PS_MERCURY ? (uint64_t)lv : 0);
 	h = fnv(h, S);
@@ -197,8 +250,30 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	return 0;
 fail:
 	free(order);
+fail_early:
 	ps_layout_free(L);
 	return ret;
+}
+
+int ps_print_priorities(const struct ps_cfg *cfg, char *err, size_t errlen)
+{
+	struct ps_layout L;
+	int i, ret;
+
+	ret = ps_layout_init(&L, cfg, err, errlen);
+	if (ret)
+		return ret;
+	/*
+	 * priority: the plan's tag, or without a plan the rank (the
+	 * sender's order, libmercury's default plan tag); in gradient-ready
+	 * order, as the simulator prints them.
+	 */
+	for (i = 0; i < L.nt; i++)
+		printf("%s\t%ld\t%u\t%u\t%u\n", L.t[i].name,
+		       cfg->plan ? L.t[i].prio : (long)L.t[i].rank,
+		       L.t[i].rank, L.t[i].level, L.t[i].band);
+	ps_layout_free(&L);
+	return 0;
 }
 
 /*
@@ -235,7 +310,7 @@ int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen)
 			goto out;
 		}
 		numel = json_object_get_int64(nv);
-		numel = (int64_t)(scaled_bytes(4 * (uint64_t)numel, cfg->bytes_scale) / 4);
+		numel = (int64_t)(ps_scaled_bytes(4 * (uint64_t)numel, cfg->bytes_scale) / 4);
 		json_object_object_add(g, "numel", json_object_new_int64(numel));
 	}
 	if (json_object_to_file_ext(cfg->emit, root, JSON_C_TO_STRING_PLAIN)) {

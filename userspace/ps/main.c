@@ -24,15 +24,21 @@ void ps_usage(FILE *f)
 "       " PS_PROG " worker --worker-id I --servers H:P[,H:P...] --workers W --profile P [options]\n"
 "       " PS_PROG " profile --profile P --bytes-scale F --out FILE\n"
 "options (the same on every worker and server):\n"
-"  --scheme fifo|prio|bytesched|mercury   how tensors share the links (mercury)\n"
+"  --scheme vanilla|fifo-stream|prio|bytesched|mercury   how tensors share the\n"
+"                        links (mercury; fifo = fifo-stream)\n"
 "  --iterations N        training iterations, 2..10000 (5)\n"
 "  --time-scale X        compute times x X (1)\n"
 "  --bytes-scale F       tensor sizes x F, 0 < F <= 1 (1)\n"
-"  --chunk BYTES         aggregation unit, multiple of 4 (65536)\n"
+"  --chunk BYTES         streaming-aggregation unit, multiple of 4 (65536)\n"
 "  --partition BYTES     bytesched partition (4000000)\n"
 "  --credit BYTES        bytesched bytes in flight (16000000)\n"
+"                        (chunk, partition and credit are full-size bytes:\n"
+"                        --bytes-scale scales them with the tensors)\n"
 "  --channels N          mercury: connections per peer, 1..%d (8)\n"
 "  --levels N            mercury: distinct tags on the wire, 1..%d (--channels)\n"
+"  --plan FILE           send order (and mercury's tags) from this plan, the\n"
+"                        one the tagger deploys (default: forward order)\n"
+"  --print-priorities    print tensor, priority, rank, tag, prio band; exit\n"
 "  --tag-source mark|priority   mercury: SO_MARK or SO_PRIORITY (mark)\n"
 "  --inflight BYTES      mercury: bytes queued in the kernel per connection (2 chunks)\n"
 "  --sndbuf BYTES        SO_SNDBUF and SO_RCVBUF of every connection\n"
@@ -46,6 +52,7 @@ enum {
 	OPT_SERVER_ID, OPT_ITER, OPT_TSCALE, OPT_BSCALE, OPT_SCHEME,
 	OPT_CHUNK, OPT_PART, OPT_CREDIT, OPT_CHANNELS, OPT_TAGSRC,
 	OPT_TIMEOUT, OPT_SNDBUF, OPT_INFLIGHT, OPT_LISTEN, OPT_OUT, OPT_LEVELS,
+	OPT_PLAN, OPT_PRINT_PRIO,
 };
 
 static const struct option opts[] = {
@@ -69,6 +76,8 @@ static const struct option opts[] = {
 	{ "inflight", required_argument, NULL, OPT_INFLIGHT },
 	{ "listen", required_argument, NULL, OPT_LISTEN },
 	{ "out", required_argument, NULL, OPT_OUT },
+	{ "plan", required_argument, NULL, OPT_PLAN },
+	{ "print-priorities", no_argument, NULL, OPT_PRINT_PRIO },
 	{ "json", no_argument, NULL, 'j' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 }
@@ -162,11 +171,14 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 				BAD("--bytes-scale %s: expected 0 < F <= 1", a);
 			break;
 		case OPT_SCHEME:
-			for (b = 0; b < 4; b++)
+			for (b = 0; b < PS_NSCHEMES; b++)
 				if (!strcmp(a, ps_scheme_name(b)))
 					break;
-			if (b == 4)
-				BAD("--scheme %s: expected fifo, prio, bytesched or mercury", a);
+			/* the name streaming FIFO had before vanilla existed */
+			if (b == PS_NSCHEMES && !strcmp(a, "fifo"))
+				b = PS_FIFO;
+			if (b == PS_NSCHEMES)
+				BAD("--scheme %s: expected vanilla, fifo-stream, prio, bytesched or mercury", a);
 			cfg->scheme = b;
 			break;
 		case OPT_CHUNK:
@@ -218,6 +230,8 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 			break;
 		case OPT_LISTEN: cfg->listen = a; break;
 		case OPT_OUT: cfg->emit = a; break;
+		case OPT_PLAN: cfg->plan = a; break;
+		case OPT_PRINT_PRIO: cfg->print_priorities = true; break;
 		case 'j': break;
 		case 'h':
 			ps_usage(stdout);
@@ -231,7 +245,7 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 	if (optind < argc)
 		BAD("unexpected argument %s", argv[optind]);
 	if (!have_inflight)
-		cfg->inflight = 2 * cfg->chunk;
+		cfg->inflight = 2 * ps_scaled_bytes(cfg->chunk, cfg->bytes_scale);
 	/* one level per connection: see the layout and Documentation/tagger.md */
 	if (!cfg->levels)
 		cfg->levels = cfg->channels;
@@ -298,6 +312,18 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (ps_emit_profile(&cfg, err, sizeof(err))) {
+			ps_error(&cfg, "%s", err);
+			return 1;
+		}
+		return 0;
+	}
+	if (cfg.print_priorities) {
+		char err[512];
+
+		/* The order does not depend on the peers: one server will do. */
+		if (!cfg.servers)
+			cfg.servers = 1;
+		if (ps_print_priorities(&cfg, err, sizeof(err))) {
 			ps_error(&cfg, "%s", err);
 			return 1;
 		}

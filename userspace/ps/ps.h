@@ -5,7 +5,9 @@
  * each server sums a chunk as soon as every worker's copy of it is in
  * (immediate aggregation), applies it to its parameter shard and sends the
  * chunk back to every worker at once. Forward waits, call by call, for its
- * parameters. Documentation/benchmark.md describes the method.
+ * parameters. Under vanilla (a stock PS) the chunk is a server's whole
+ * shard of a tensor, so it is summed only when all of it is in.
+ * Documentation/benchmark.md describes the method.
  *
  * Wire: every chunk is one libmercury frame (32-byte header, then the
  * payload). tensor_id = tensor index, total_len = the server's shard of
@@ -33,21 +35,25 @@
 #define PS_MAX_CHANNELS	64
 
 enum ps_scheme {
-	PS_FIFO,
+	PS_VANILLA,			/* stock PS: a shard is one frame */
+	PS_FIFO,			/* "fifo-stream" */
 	PS_PRIO,
 	PS_BYTESCHED,
 	PS_MERCURY,
+	PS_NSCHEMES,
 };
 
 /* Everything both roles agree on (and the role's own options). */
 struct ps_cfg {
 	const char *profile;
+	const char *plan;		/* --plan: send priorities, NULL = gates */
+	bool print_priorities;		/* print the layout's order and exit */
 	enum ps_scheme scheme;
 	int channels;			/* mercury: connections per peer */
 	int levels;			/* mercury: tags on the wire (0: channels) */
-	uint64_t chunk;			/* aggregation unit, bytes */
-	uint64_t partition;		/* bytesched partition, bytes */
-	uint64_t credit;		/* bytesched in-flight window, bytes */
+	uint64_t chunk;			/* aggregation unit, bytes, full size */
+	uint64_t partition;		/* bytesched partition, bytes, full size */
+	uint64_t credit;		/* bytesched in-flight window, full size */
 	double bytes_scale;		/* tensor sizes x this */
 	double time_scale;		/* compute times x this */
 	int iterations;
@@ -69,6 +75,7 @@ struct ps_tensor {
 	uint64_t off;			/* in the flat gradient buffer */
 	double ready_ms;		/* unscaled, since backward start */
 	int gate;			/* forward call that needs it */
+	long prio;			/* --plan: the plan's tag; else the gate */
 	unsigned int rank;		/* 1 = most urgent: the sender's order */
 	unsigned int level;		/* mercury: the tag on the wire, rank
 					 * squeezed to 1..levels */
@@ -82,7 +89,11 @@ struct ps_layout {
 	struct ps_tensor *t;
 	uint64_t total_bytes;		/* scaled */
 	int servers;
-	uint64_t chunk;			/* bytes per chunk (bytesched: piece) */
+	uint64_t chunk;			/* bytes per chunk, scaled (bytesched: a
+					 * server's piece of a partition;
+					 * vanilla: the largest shard) */
+	uint64_t credit;		/* bytesched window, scaled */
+	uint64_t frames;		/* chunks of one iteration, all servers */
 	/* per tensor t and server s, at [t * servers + s] */
 	uint64_t *lo, *hi;		/* shard bytes within the tensor */
 	uint32_t *nchunks;		/* chunks of the shard */
@@ -90,6 +101,7 @@ struct ps_layout {
 	uint32_t *srv_chunks;		/* chunks per server */
 	uint32_t tensor_chunks_max;
 	unsigned int levels;		/* mercury: distinct wire tags */
+	unsigned int plan_max_tag;	/* --plan: largest tag, else 0 */
 	uint64_t hash;			/* of everything peers must agree on */
 };
 
@@ -117,7 +129,11 @@ static inline float ps_expected_param(int workers, int iterations, int t,
 
 	return (float)(-(int64_t)iterations * sum);
 }
+/* A full-size byte count as the data plane scales it (multiple of 4). */
+uint64_t ps_scaled_bytes(uint64_t bytes, double scale);
 int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen);
+/* --print-priorities: tensor, priority, rank, level, band per line. */
+int ps_print_priorities(const struct ps_cfg *cfg, char *err, size_t errlen);
 
 /* Connections */
 struct ps_out {

@@ -53,6 +53,11 @@ struct wrk {
 	struct mercury_tagger *tagger;
 	uint64_t inflight, seq;		/* bytesched: bytes in flight */
 	uint64_t *inflight_tag;		/* bytesched: per tensor */
+	int64_t credit_since;		/* bytesched: window full since (0: not) */
+	int64_t credit_ns;		/* bytesched: time partitions waited for
+					 * credit with the window full */
+	uint64_t partitions, bypassed;	/* bytesched: dispatched; of them
+					 * past a full window (deadlock rule) */
 	/* timeline */
 	enum phase ph;
 	int iter, call, next_rel;
@@ -462,9 +467,11 @@ static int dispatch(struct wrk *v, int64_t now, int64_t *wake)
 		 * all this worker has in flight therefore goes regardless.
 		 */
 		while ((o = ps_heap_top(&v->heap[0])) &&
-		       (v->inflight < v->cfg->credit || o->tag < inflight_min_tag(v))) {
+		       (v->inflight < v->L.credit || o->tag < inflight_min_tag(v))) {
 			struct ps_conn *c = &v->conns[o->server * v->C];
 
+			v->partitions++;
+			v->bypassed += v->inflight >= v->L.credit;
 			ps_heap_pop(&v->heap[0]);
 			v->inflight += o->len;
 			v->inflight_tag[o->tensor] += o->len;
@@ -472,6 +479,14 @@ static int dispatch(struct wrk *v, int64_t now, int64_t *wake)
 			ret = ps_conn_flush(c);
 			if (ret < 0)
 				return peer_failed(v, c, ret);
+		}
+		/* how long partitions wait for the window: the latency-bound
+		 * share of bytesched's time (Documentation/benchmark.md) */
+		if (o && !v->credit_since) {
+			v->credit_since = now;
+		} else if (!o && v->credit_since) {
+			v->credit_ns += now - v->credit_since;
+			v->credit_since = 0;
 		}
 	}
 	return 0;
@@ -616,6 +631,21 @@ static void report(const struct wrk *v, uint64_t bad, const char *first)
 			v->stall_ns / 1e6 / (v->N - 1)));
 		json_object_object_add(o, "bytes_out", json_object_new_int64(out));
 		json_object_object_add(o, "bytes_in", json_object_new_int64(in));
+		json_object_object_add(o, "chunk_bytes", json_object_new_int64(v->L.chunk));
+		json_object_object_add(o, "frames", json_object_new_int64(v->L.frames));
+		/* the priorities benchmarked: a plan's tags, or forward order */
+		json_object_object_add(o, "plan", v->cfg->plan ?
+				       json_object_new_string(v->cfg->plan) : NULL);
+		if (v->cfg->scheme == PS_BYTESCHED) {
+			json_object *b = json_object_new_object();
+
+			json_object_object_add(b, "credit_bytes", json_object_new_int64(v->L.credit));
+			json_object_object_add(b, "partitions", json_object_new_int64(v->partitions));
+			json_object_object_add(b, "past_full_window", json_object_new_int64(v->bypassed));
+			json_object_object_add(b, "credit_wait_ms", jms(
+				v->credit_ns / 1e6 / v->N));
+			json_object_object_add(o, "bytesched", b);
+		}
 		if (v->cfg->scheme == PS_MERCURY)
 			ps_msend_report(o, v->ms, v->S);
 		json_object_object_add(o, "verified", json_object_new_boolean(!bad));

@@ -34,7 +34,9 @@ static void usage(FILE *f)
 		"                      port=LO[-HI] | addr=A[/LEN] | default, joined by ':',\n"
 		"                      with tag=N, e.g. port=5000-5100:tag=3\n"
 		"  -t, --tag N         fixed tag for the whole job (rule default:tag=N, last)\n"
-		"  -s, --source SRC    mark (SO_MARK, default) or priority (SO_PRIORITY)\n"
+		"  -s, --source SRC    mark (SO_MARK, default), priority (SO_PRIORITY) or\n"
+		"                      dscp (IP_TOS / IPV6_TCLASS: crosses into other network\n"
+		"                      namespaces and needs no privilege)\n"
 		"      --shift N       tag bit offset in the value (must match the qdisc)\n"
 		"      --mask M        tag mask (must match the qdisc; default 0xffff)\n"
 		"  -p, --preload PATH  the shim (default: next to mercury-run, then\n"
@@ -127,8 +129,9 @@ int main(int argc, char **argv)
 			fixed = strdup(buf);
 			break;
 		case 's':
-			if (strcmp(optarg, "mark") && strcmp(optarg, "priority")) {
-				fprintf(stderr, "mercury-run: --source %s: expected mark or priority\n",
+			if (strcmp(optarg, "mark") && strcmp(optarg, "priority") &&
+			    strcmp(optarg, "dscp")) {
+				fprintf(stderr, "mercury-run: --source %s: expected mark, priority or dscp\n",
 					optarg);
 				return 2;
 			}

@@ -3,21 +3,34 @@
  * libmercury-preload.so: tag the sockets of an unmodified program.
  *
  * In the style of cwrap's socket_wrapper: each exported wrapper (connect,
- * accept, accept4, sendto, sendmsg, close) runs the mercury logic and then
- * the real libc symbol, bound lazily with dlsym(RTLD_NEXT). Configuration
- * comes only from the environment (MERCURY_RULES, MERCURY_TAG_SOURCE,
- * MERCURY_SHIFT, MERCURY_MASK, MERCURY_DEBUG), read once. The shim never
- * breaks the program: bad configuration or a failed setsockopt is reported
- * once on stderr and the call goes through untagged.
+ * accept, accept4, sendto, sendmsg, and the calls that retire or reuse an
+ * fd number: close, close_range, dup, dup2, dup3, fcntl's F_DUPFD) runs the
+ * mercury logic and then the real libc symbol, bound lazily with
+ * dlsym(RTLD_NEXT). Configuration comes only from the environment
+ * (MERCURY_RULES, MERCURY_TAG_SOURCE, MERCURY_SHIFT, MERCURY_MASK,
+ * MERCURY_DEBUG), read once. The shim never breaks the program: bad
+ * configuration or a failed setsockopt is reported once on stderr and the
+ * call goes through untagged.
+ *
+ * The tagger caches the tag it last wrote per fd number. Every call that
+ * makes an fd number name another file marks the number stale in a plain
+ * array of flags, with one atomic store: no lock, no allocation, so these
+ * wrappers stay async-signal-safe as libc's own are, and a child forked
+ * while another thread held the tagger's lock can still close its fds. The
+ * next tagging of a stale fd drops its cached tag first. The lock itself
+ * is taken around fork() (pthread_atfork), so a child never inherits it
+ * held.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,6 +45,8 @@ static struct {
 	struct mercury_tagger *tagger;	/* NULL: disabled */
 	struct mrun_rule *rules;
 	size_t nrules;
+	unsigned char *stale;		/* per fd number: 1 = cached tag void */
+	size_t nstale;			/* fds covered; others never cached */
 	bool debug;
 	bool warned_tag;		/* one warning per process */
 } mrun = {
@@ -46,6 +61,14 @@ static ssize_t (*real_sendto)(int, const void *, size_t, int,
 			      const struct sockaddr *, socklen_t);
 static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
 static int (*real_close)(int);
+static int (*real_close_range)(unsigned int, unsigned int, int);
+static int (*real_dup)(int);
+static int (*real_dup2)(int, int);
+static int (*real_dup3)(int, int, int);
+static int (*real_fcntl)(int, int, ...);
+
+/* Most fds a process can hold that get a stale flag (1 MiB of flags). */
+#define MRUN_MAX_STALE	(1U << 20)
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -78,6 +101,28 @@ static void *bind_real(const char *name)
 	return p;
 }
 
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&mrun.lock);
+}
+
+static void atfork_release(void)
+{
+	pthread_mutex_unlock(&mrun.lock);
+}
+
+/* Flags for every fd the process may open, sized by its hard limit. */
+static void stale_init(void)
+{
+	struct rlimit rl;
+	size_t n = MRUN_MAX_STALE;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_max < n)
+		n = rl.rlim_max;
+	mrun.stale = calloc(n, 1);
+	mrun.nstale = mrun.stale ? n : 0;
+}
+
 static void mrun_init(void)
 {
 	MERCURY_OPTS(mercury_tag_opts, o);
@@ -91,6 +136,11 @@ static void mrun_init(void)
 	real_sendto = bind_real("sendto");
 	real_sendmsg = bind_real("sendmsg");
 	real_close = bind_real("close");
+	real_close_range = bind_real("close_range");
+	real_dup = bind_real("dup");
+	real_dup2 = bind_real("dup2");
+	real_dup3 = bind_real("dup3");
+	real_fcntl = bind_real("fcntl");
 	mrun.debug = dbg && *dbg && strcmp(dbg, "0");
 
 	if (!rules || !*rules)
@@ -107,6 +157,9 @@ static void mrun_init(void)
 		mrun.nrules = 0;
 		return;
 	}
+	stale_init();
+	if (pthread_atfork(atfork_prepare, atfork_release, atfork_release))
+		say("mercury-preload: pthread_atfork failed; a child forked while tagging may hang");
 	if (mrun.debug)
 		say("mercury-preload: %zu rule(s) from \"%s\"", mrun.nrules,
 		    rules);
@@ -129,6 +182,21 @@ static uint16_t port_of(const struct sockaddr *sa)
 	return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
 }
 
+/* fd now names another file: its cached tag is void. Async-signal-safe. */
+static void mark_stale(int fd)
+{
+	if (fd >= 0 && (size_t)fd < mrun.nstale)
+		__atomic_store_n(&mrun.stale[fd], 1, __ATOMIC_RELEASE);
+}
+
+/* Under mrun.lock: may the cached tag of fd be trusted? */
+static bool cache_valid(int fd)
+{
+	if ((size_t)fd >= mrun.nstale)
+		return false;
+	return !__atomic_exchange_n(&mrun.stale[fd], 0, __ATOMIC_ACQ_REL);
+}
+
 /* Tag fd for peer/port by the rules; errno is left as it was. */
 static void tag_fd(int fd, const struct sockaddr *peer, uint16_t port,
 		   bool fresh, const char *why)
@@ -141,8 +209,9 @@ static void tag_fd(int fd, const struct sockaddr *peer, uint16_t port,
 	if (tag < 0)
 		goto out;
 	pthread_mutex_lock(&mrun.lock);
-	if (fresh)
-		mercury_tagger_forget(mrun.tagger, fd);	/* a new socket */
+	/* cache_valid() first: it also clears the flag for a fresh fd */
+	if (!cache_valid(fd) || fresh)
+		mercury_tagger_forget(mrun.tagger, fd);
 	err = mercury_tag_socket(mrun.tagger, fd, tag);
 	if (err && !mrun.warned_tag) {
 		mrun.warned_tag = true;
@@ -221,14 +290,97 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	return real_sendmsg(fd, msg, flags);
 }
 
-/* The fd number will be reused: its cached tag must go. */
+/*
+ * The calls below retire an fd number or make it name another file. They
+ * only mark the number stale: no lock, so they stay async-signal-safe.
+ */
 EXPORT int close(int fd)
 {
 	init();
-	if (mrun.tagger) {
-		pthread_mutex_lock(&mrun.lock);
-		mercury_tagger_forget(mrun.tagger, fd);
-		pthread_mutex_unlock(&mrun.lock);
-	}
+	if (mrun.tagger)
+		mark_stale(fd);
 	return real_close(fd);
+}
+
+EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	int r;
+
+	init();
+	r = real_close_range(first, last, flags);
+	if (!r && mrun.tagger)
+		for (size_t fd = first; fd <= last && fd < mrun.nstale; fd++)
+			mark_stale(fd);
+	return r;
+}
+
+EXPORT int dup(int old)
+{
+	int fd;
+
+	init();
+	fd = real_dup(old);
+	if (mrun.tagger)
+		mark_stale(fd);
+	return fd;
+}
+
+EXPORT int dup2(int old, int new)
+{
+	int fd;
+
+	init();
+	fd = real_dup2(old, new);
+	if (mrun.tagger)
+		mark_stale(fd);
+	return fd;
+}
+
+EXPORT int dup3(int old, int new, int flags)
+{
+	int fd;
+
+	init();
+	fd = real_dup3(old, new, flags);
+	if (mrun.tagger)
+		mark_stale(fd);
+	return fd;
+}
+
+static int dupfd_checked(int fd, int cmd, void *arg)
+{
+	int r;
+
+	init();
+	r = real_fcntl(fd, cmd, arg);
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && mrun.tagger)
+		mark_stale(r);
+	return r;
+}
+
+/*
+ * Every fcntl argument is an int or a pointer: pass one word through.
+ * Programs built with 64-bit file offsets (Python among them) call
+ * fcntl64, the same function in glibc on 64-bit targets.
+ */
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return dupfd_checked(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return dupfd_checked(fd, cmd, arg);
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
  * mercury-sim: iteration time of parameter-server data-parallel training
- * under fifo, per-tensor priority, ByteScheduler-style partitioning with
+ * under a stock PS (vanilla), FIFO with streaming aggregation, per-tensor
+ * priority, ByteScheduler-style partitioning with
  * credit, Mercury's per-packet priority and the ideal preemptive bound.
  * Model and options: Documentation/simulator.md.
  */
@@ -62,23 +63,33 @@ static void usage(void)
 "  --bandwidth RATE     per-host link rate, e.g. 10gbit, 100mbit, 2.5e9,\n"
 "                       or 'balanced' (default 10gbit)\n"
 "  --latency TIME       one-way latency, e.g. 10us, 0.5ms, 1e-5 (default 10us)\n"
-"  --scheme S           fifo|prio|bytesched|mercury|ideal|all (default all)\n"
+"  --scheme S           vanilla|fifo-stream|prio|bytesched|mercury|ideal|all\n"
+"                       (default all; fifo = fifo-stream)\n"
 "  --partition BYTES    bytesched partition (default 4000000 = 1M fp32)\n"
 "  --credit BYTES       bytesched credit window (default 16000000)\n"
-"  --msg-overhead TIME  start-up cost per partition/slice (default 50us)\n"
+"  --msg-overhead TIME  start-up cost per message: tensor, partition or slice,\n"
+"                       every scheme but ideal (default 0)\n"
+"  --frame-cost TIME    least time a data-plane frame holds its sender, every\n"
+"                       scheme but ideal (default %gus, measured)\n"
+"  --frame-header BYTES data-plane header per frame (default 32)\n"
 "  --slice BYTES        cut tensors into separate framework messages for\n"
 "                       fifo/prio/mercury/ideal too (default 0: whole)\n"
-"  --chunk BYTES        immediate-aggregation unit of fifo/prio/mercury/ideal\n"
-"                       (default 65536; bytesched aggregates partitions)\n"
+"  --chunk BYTES        streaming-aggregation unit of fifo-stream/prio/mercury/\n"
+"                       ideal, or auto (default: 64 KiB, doubled until a\n"
+"                       frame's wire time covers --frame-cost); vanilla\n"
+"                       aggregates whole tensors, bytesched partitions\n"
 "  --mtu BYTES          IP MTU: Mercury's preemption unit (default 1500)\n"
 "  --header BYTES       wire header bytes per packet (default 66)\n"
 "  --iterations N       simulated iterations, the first is warm-up (default 5)\n"
 "  --time-scale X       multiply every compute time by X (default 1)\n"
+"  --plan FILE          send priorities from this plan's tags (the plan the\n"
+"                       tagger deploys); default: the forward call gating it\n"
+"  --print-priorities   print each tensor's send priority and gate, then exit\n"
 "  --sweep              sweep bandwidth over a 1-2-5 series\n"
 "  --sweep-range LO:HI  sweep limits (default 1gbit:500gbit)\n"
 "  --plot FILE.png      with --sweep: plot iteration times and speedups\n"
 "  -j, --json           JSON output\n"
-"  -h, --help           this text\n");
+"  -h, --help           this text\n", MSIM_FRAME_COST * 1e6);
 }
 
 static long parse_int(const char *opt, const char *s, long lo, long hi)
@@ -175,6 +186,7 @@ static json_object *point_json(const struct msim_profile *prof,
 				       json_object_new_double(pt->r[s].iteration_ms));
 		json_object_object_add(r, "stall_ms",
 				       json_object_new_double(pt->r[s].stall_ms));
+		add_ratio(r, "speedup_vs_vanilla", ratio(pt, MSIM_VANILLA, s));
 		add_ratio(r, "speedup_vs_fifo", ratio(pt, MSIM_FIFO, s));
 		add_ratio(r, "speedup_vs_bytesched",
 			  ratio(pt, MSIM_BYTESCHED, s));
@@ -206,8 +218,9 @@ static void print_header(const struct msim_profile *prof,
 	       prof->total_bytes / 1e6, prof->ntensors,
 	       fmt_rate(bal, b1, sizeof(b1)));
 	(void)b2;
-	printf("%-10s %-10s %12s %8s %10s %9s\n", "bandwidth", "scheme",
-	       "iteration_ms", "vs_fifo", "vs_bytesch", "vs_ideal");
+	printf("%-10s %-11s %12s %10s %8s %10s %9s\n", "bandwidth", "scheme",
+	       "iteration_ms", "vs_vanilla", "vs_fifo", "vs_bytesch",
+	       "vs_ideal");
 }
 
 static void print_point(const struct point *pt)
@@ -218,8 +231,10 @@ static void print_point(const struct point *pt)
 	for (s = 0; s < MSIM_NSCHEMES; s++) {
 		if (!pt->have[s])
 			continue;
-		printf("%-10s %-10s %12.3f ", fmt_rate(pt->bps, buf, sizeof(buf)),
+		printf("%-10s %-11s %12.3f ", fmt_rate(pt->bps, buf, sizeof(buf)),
 		       msim_scheme_name(s), pt->r[s].iteration_ms);
+		print_num(ratio(pt, MSIM_VANILLA, s), "%10.3f");
+		printf(" ");
 		print_num(ratio(pt, MSIM_FIFO, s), "%8.3f");
 		printf(" ");
 		print_num(ratio(pt, MSIM_BYTESCHED, s), "%10.3f");
@@ -233,7 +248,8 @@ static void plot(const char *file, const struct msim_profile *prof,
 		 const struct msim_params *p, const struct point *pts, int n)
 {
 	static const char *const color[MSIM_NSCHEMES] = {
-		"#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#7f7f7f",
+		"#8c564b", "#d62728", "#ff7f0e", "#2ca02c", "#1f77b4",
+		"#7f7f7f",
 	};
 	const char *sep = "plot ";
 	FILE *g;
@@ -251,7 +267,9 @@ static void plot(const char *file, const struct msim_profile *prof,
 		for (s = 0; s < MSIM_NSCHEMES; s++)
 			fprintf(g, " %g", pts[i].have[s] ?
 				pts[i].r[s].iteration_ms : NAN);
-		fprintf(g, " %g %g\n", ratio(&pts[i], MSIM_FIFO, MSIM_MERCURY),
+		fprintf(g, " %g %g %g\n",
+			ratio(&pts[i], MSIM_VANILLA, MSIM_MERCURY),
+			ratio(&pts[i], MSIM_FIFO, MSIM_MERCURY),
 			ratio(&pts[i], MSIM_BYTESCHED, MSIM_MERCURY));
 	}
 	fprintf(g, "EOD\n");
@@ -268,8 +286,8 @@ static void plot(const char *file, const struct msim_profile *prof,
 		sep = ", ";
 	}
 	fprintf(g, "\nunset logscale y\nset ylabel 'Mercury speedup'\n");
-	fprintf(g, "plot $D using 1:%d with linespoints title 'vs fifo', $D using 1:%d with linespoints title 'vs bytesched', 1 with lines lc rgb 'black' notitle\n",
-		MSIM_NSCHEMES + 2, MSIM_NSCHEMES + 3);
+	fprintf(g, "plot $D using 1:%d with linespoints title 'vs vanilla', $D using 1:%d with linespoints title 'vs fifo-stream', $D using 1:%d with linespoints title 'vs bytesched', 1 with lines lc rgb 'black' notitle\n",
+		MSIM_NSCHEMES + 2, MSIM_NSCHEMES + 3, MSIM_NSCHEMES + 4);
 	fprintf(g, "unset multiplot\n");
 	if (pclose(g))
 		die(EXIT_DATA, "--plot: gnuplot failed writing %s", file);
@@ -302,7 +320,8 @@ enum {
 	OPT_PROFILE = 256, OPT_WORKERS, OPT_SERVERS, OPT_BANDWIDTH,
 	OPT_LATENCY, OPT_SCHEME, OPT_PARTITION, OPT_CREDIT, OPT_OVERHEAD,
 	OPT_MTU, OPT_HEADER, OPT_ITER, OPT_SCALE, OPT_SWEEP, OPT_RANGE,
-	OPT_PLOT, OPT_SLICE, OPT_CHUNK,
+	OPT_PLOT, OPT_SLICE, OPT_CHUNK, OPT_FCOST, OPT_FHDR, OPT_PLAN,
+	OPT_PRINT_PRIO,
 };
 
 int main(int argc, char **argv)
@@ -326,11 +345,18 @@ int main(int argc, char **argv)
 		{ "plot", required_argument, NULL, OPT_PLOT },
 		{ "slice", required_argument, NULL, OPT_SLICE },
 		{ "chunk", required_argument, NULL, OPT_CHUNK },
+		{ "frame-cost", required_argument, NULL, OPT_FCOST },
+		{ "frame-header", required_argument, NULL, OPT_FHDR },
+		{ "plan", required_argument, NULL, OPT_PLAN },
+		{ "print-priorities", no_argument, NULL, OPT_PRINT_PRIO },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *plotfile = NULL, *bw_arg = NULL;
+	const char *plan = NULL;
+	unsigned int plan_max_tag = 0;
+	int print_prio = 0;
 	double lo = 1e9, hi = 500e9;
 	int servers_set = 0, sweep = 0, range_set = 0, scheme = -1;
 	struct point pts[MAX_POINTS];
@@ -377,7 +403,7 @@ int main(int argc, char **argv)
 				 msim_scheme_parse(optarg) : -1;
 			if (scheme < 0 && strcmp(optarg, "all"))
 				die(EXIT_USAGE,
-				    "--scheme: '%s' is not fifo, prio, bytesched, mercury, ideal or all",
+				    "--scheme: '%s' is not vanilla, fifo-stream, prio, bytesched, mercury, ideal or all",
 				    optarg);
 			break;
 		case OPT_PARTITION:
@@ -395,6 +421,16 @@ int main(int argc, char **argv)
 				    "--msg-overhead: '%s' is not a time (e.g. 50us)",
 				    optarg);
 			break;
+		case OPT_FCOST:
+			if (msim_parse_seconds(optarg, &p.frame_cost_s))
+				die(EXIT_USAGE,
+				    "--frame-cost: '%s' is not a time (e.g. 3us)",
+				    optarg);
+			break;
+		case OPT_FHDR:
+			p.frame_hdr = parse_int("--frame-header", optarg, 0,
+						65535);
+			break;
 		case OPT_SLICE:
 			if (!strcmp(optarg, "0")) {
 				p.slice = 0;
@@ -405,7 +441,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_CHUNK:
-			if (msim_parse_bytes(optarg, &p.chunk))
+			if (!strcmp(optarg, "auto"))
+				p.chunk = 0;
+			else if (msim_parse_bytes(optarg, &p.chunk))
 				die(EXIT_USAGE,
 				    "--chunk: '%s' is not a positive byte count (e.g. 65536, 64kib, 1448)",
 				    optarg);
@@ -441,6 +479,12 @@ int main(int argc, char **argv)
 			range_set = 1;
 			break;
 		}
+		case OPT_PLAN:
+			plan = optarg;
+			break;
+		case OPT_PRINT_PRIO:
+			print_prio = 1;
+			break;
 		case OPT_PLOT:
 			plotfile = optarg;
 			break;
@@ -473,6 +517,19 @@ int main(int argc, char **argv)
 
 	if (msim_profile_load(profile, &prof, err, sizeof(err)))
 		die(EXIT_DATA, "%s", err);
+	if (plan && msim_profile_apply_plan(&prof, plan, &plan_max_tag, err,
+					    sizeof(err))) {
+		msim_profile_free(&prof);
+		die(EXIT_DATA, "%s", err);
+	}
+	if (print_prio) {
+		/* tensor, send priority, gate; in gradient-ready order */
+		for (i = 0; i < prof.ntensors; i++)
+			printf("%s\t%ld\t%d\n", prof.tensors[i].name,
+			       prof.tensors[i].prio, prof.tensors[i].gate);
+		msim_profile_free(&prof);
+		return 0;
+	}
 
 	if (sweep) {
 		/* 1-2-5 series: about three points per decade. */
@@ -526,11 +583,19 @@ int main(int argc, char **argv)
 		} else {
 			o = point_json(&prof, &p, &pts[0]);
 		}
+		/* Which priorities were simulated: a plan's tags or the gates. */
+		json_object_object_add(o, "plan", plan ?
+				       json_object_new_string(plan) : NULL);
+		json_object_object_add(o, "plan_max_tag", plan ?
+				       json_object_new_int64(plan_max_tag) : NULL);
 		printf("%s\n", json_object_to_json_string_ext(o,
 				JSON_C_TO_STRING_PRETTY |
 				JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(o);
 	} else {
+		if (plan)
+			printf("priorities: plan %s (tags 1..%u)\n", plan,
+			       plan_max_tag);
 		print_header(&prof, &p);
 		for (i = 0; i < n; i++)
 			print_point(&pts[i]);

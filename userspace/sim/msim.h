@@ -16,7 +16,9 @@ struct msim_tensor {
 	char *name;		/* parameter name from the profile */
 	uint64_t bytes;		/* payload on the wire (4 * numel) */
 	double ready_ms;	/* gradient ready, since backward start */
-	int gate;		/* forward call that needs it = priority */
+	int gate;		/* forward call that needs it */
+	long prio;		/* send priority, smaller = more urgent:
+				 * gate, or the plan's tag (--plan) */
 };
 
 /* A profile reduced to what the simulator needs. */
@@ -33,7 +35,8 @@ struct msim_profile {
 };
 
 enum msim_scheme {
-	MSIM_FIFO,
+	MSIM_VANILLA,		/* stock PS: backward order, whole tensors */
+	MSIM_FIFO,		/* "fifo-stream": backward order, streamed */
 	MSIM_PRIO,
 	MSIM_BYTESCHED,
 	MSIM_MERCURY,
@@ -48,11 +51,13 @@ struct msim_params {
 	double latency_s;	/* one-way sender->receiver latency, s */
 	uint64_t partition;	/* bytesched partition size, bytes */
 	uint64_t credit;	/* bytesched in-flight bytes window */
-	double msg_overhead_s;	/* start-up cost per cut message, s */
+	double msg_overhead_s;	/* start-up cost per message (stream), s */
+	double frame_cost_s;	/* least time a frame holds its sender, s */
+	int frame_hdr;		/* data-plane header bytes per frame */
 	uint64_t slice;		/* framework slicing for the other schemes,
 				 * bytes; 0 = one message per tensor */
-	uint64_t chunk;		/* immediate-aggregation unit of fifo, prio,
-				 * mercury and ideal, bytes */
+	uint64_t chunk;		/* streaming-aggregation unit of fifo-stream,
+				 * prio, mercury and ideal, bytes; 0 = auto */
 	int mtu;		/* IP MTU, bytes */
 	int hdr;		/* per-packet header bytes on the wire */
 	int iterations;		/* simulated iterations (>= 2) */
@@ -64,6 +69,10 @@ struct msim_params {
 		      double start, double end);
 	void *trace_ctx;
 };
+
+/* Least time a data-plane frame holds its sender's path, measured on
+ * mercury-ps (bench/frame-cost.sh; Documentation/simulator.md). */
+#define MSIM_FRAME_COST 4.4e-6
 
 /* Most chunks (per direction) one run may hold: msim_run returns -E2BIG
  * beyond it rather than allocating gigabytes. */
@@ -86,6 +95,16 @@ int msim_profile_load(const char *path, struct msim_profile *prof,
 		      char *err, size_t errlen);
 void msim_profile_free(struct msim_profile *prof);
 
+/*
+ * Take every tensor's send priority from the plan at path (libmercury's
+ * loader: a tag per tensor name); the gates stay the profile's. A tensor
+ * the plan does not name is an error naming it. On success *max_tag is
+ * the largest tag among the profile's tensors. 0 or negative errno with
+ * a reason in err.
+ */
+int msim_profile_apply_plan(struct msim_profile *prof, const char *path,
+			    unsigned int *max_tag, char *err, size_t errlen);
+
 /* Check the parameters; 0 or -EINVAL with a reason in err. */
 int msim_params_check(const struct msim_params *p, char *err, size_t errlen);
 
@@ -94,10 +113,18 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 	     enum msim_scheme scheme, struct msim_result *res);
 
 const char *msim_scheme_name(enum msim_scheme s);
-int msim_scheme_parse(const char *s);	/* scheme or -1 */
+int msim_scheme_parse(const char *s);	/* scheme or -1; "fifo" is fifo-stream */
+
+/* Data-plane frames of a stream of `bytes`: the sum over servers of the
+ * chunks of its shard (mercury-ps's layout). */
+double msim_stream_frames(uint64_t bytes, int servers, uint64_t chunk);
 
 /* Bandwidth where pushing every gradient once takes as long as one
  * forward+backward pass (bit/s). */
+/* The default chunk (--chunk 0): 64 KiB, doubled until one frame's wire
+ * time on a worker's path covers the per-frame cost. */
+uint64_t msim_auto_chunk(const struct msim_params *p);
+
 double msim_balanced_bps(const struct msim_profile *prof,
 			 const struct msim_params *p);
 

@@ -261,6 +261,7 @@ static int load_h200(const char *path, struct msim_profile *prof,
 		prof->ntensors = i + 1;
 		t->bytes = 4 * (uint64_t)numel;
 		t->gate = find_gate(mods, prof->ncalls, mod);
+		t->prio = t->gate;
 		prof->total_bytes += t->bytes;
 		/* A release after the measured end stretches backward. */
 		if (t->ready_ms > prof->bwd_ms)
@@ -449,6 +450,7 @@ static int load_pipedream(const char *path, struct msim_profile *prof,
 		tn->bytes = (uint64_t)llround(nd->params);
 		tn->ready_ms = t;
 		tn->gate = k;
+		tn->prio = k;
 		prof->total_bytes += tn->bytes;
 	}
 	prof->bwd_ms = t;

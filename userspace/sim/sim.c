@@ -84,6 +84,7 @@ struct msim_state {
 	const struct msim_profile *prof;
 	const struct msim_params *par;
 	enum msim_scheme scheme;
+	uint64_t chunk;		/* streaming-aggregation unit in force */
 	double pkt;		/* wire bytes of a full packet */
 	double mss;		/* payload bytes of a full packet */
 	struct msim_msg *msg;	/* push chunks, pull chunks, pieces */
@@ -108,7 +109,8 @@ struct msim_state {
 const char *msim_scheme_name(enum msim_scheme s)
 {
 	static const char *const names[] = {
-		[MSIM_FIFO] = "fifo",
+		[MSIM_VANILLA] = "vanilla",
+		[MSIM_FIFO] = "fifo-stream",
 		[MSIM_PRIO] = "prio",
 		[MSIM_BYTESCHED] = "bytesched",
 		[MSIM_MERCURY] = "mercury",
@@ -125,7 +127,8 @@ int msim_scheme_parse(const char *s)
 	for (i = 0; i < MSIM_NSCHEMES; i++)
 		if (!strcmp(s, msim_scheme_name(i)))
 			return i;
-	return -1;
+	/* the name streaming FIFO had before vanilla existed */
+	return strcmp(s, "fifo") ? -1 : MSIM_FIFO;
 }
 
 void msim_params_default(struct msim_params *p)
@@ -138,11 +141,17 @@ void msim_params_default(struct msim_params *p)
 	 * credit of 4M parameters. */
 	p->partition = 4000000;
 	p->credit = 16000000;
-	p->msg_overhead_s = 50e-6;
+	/* One start-up rule for every scheme but ideal, measured on
+	 * mercury-ps (Documentation/simulator.md, "Start-up cost"): a frame
+	 * holds its sender's path for at least MSIM_FRAME_COST and carries a
+	 * 32-byte frame header; a message costs nothing beyond its frames. */
+	p->msg_overhead_s = 0;
+	p->frame_cost_s = MSIM_FRAME_COST;
+	p->frame_hdr = 32;
 	p->slice = 0;
 	/* The unit Linux TCP moves in at both ends: GSO/TSO builds at most
 	 * 64 KiB per send, GRO hands up at most 64 KiB per receive. */
-	p->chunk = 65536;
+	p->chunk = 0;		/* auto: msim_auto_chunk() */
 	p->mtu = 1500;
 	p->hdr = MSIM_IP_TCP_HDR + MSIM_ETH_HDR;
 	p->iterations = 5;
@@ -172,12 +181,15 @@ int msim_params_check(const struct msim_params *p, char *err, size_t errlen)
 	CHECK(p->partition >= 1 && p->partition <= (1ULL << 40),
 	      "partition must be 1 B..1 TiB");
 	CHECK(p->slice <= (1ULL << 40), "slice must be 0 (off) .. 1 TiB");
-	CHECK(p->chunk >= 1 && p->chunk <= (1ULL << 40),
-	      "chunk must be 1 B..1 TiB");
+	CHECK(p->chunk <= (1ULL << 40), "chunk must be 0 (auto) .. 1 TiB");
 	CHECK(p->credit >= 1 && p->credit <= (1ULL << 50),
 	      "credit must be at least 1 byte");
 	CHECK(isfinite(p->msg_overhead_s) && p->msg_overhead_s >= 0 &&
 	      p->msg_overhead_s <= 1, "msg-overhead must be 0..1 s");
+	CHECK(isfinite(p->frame_cost_s) && p->frame_cost_s >= 0 &&
+	      p->frame_cost_s <= 1, "frame-cost must be 0..1 s");
+	CHECK(p->frame_hdr >= 0 && p->frame_hdr <= 65535,
+	      "frame header bytes must be 0..65535");
 	CHECK(p->mtu >= 68 && p->mtu <= 65535, "mtu must be 68..65535");
 	CHECK(p->hdr >= 0 && p->hdr <= 65535, "header bytes must be 0..65535");
 	CHECK(p->iterations >= 2 && p->iterations <= 100000,
@@ -185,6 +197,19 @@ int msim_params_check(const struct msim_params *p, char *err, size_t errlen)
 	CHECK(isfinite(p->time_scale) && p->time_scale > 0 &&
 	      p->time_scale <= 1e6, "time-scale must be >0 and <=1e6");
 	return 0;
+}
+
+uint64_t msim_auto_chunk(const struct msim_params *p)
+{
+	double share = (double)p->servers / p->workers;
+	double need = p->frame_cost_s * p->bandwidth_bps / 8 *
+		      (share < 1 ? share : 1);
+	uint64_t c = 65536;
+
+	/* 64 KiB, doubled until a frame's wire time covers its cost */
+	while (c < need && c < (1ULL << 40))
+		c *= 2;
+	return c;
 }
 
 double msim_balanced_bps(const struct msim_profile *prof,
@@ -428,17 +453,19 @@ static int link_event(struct msim_state *s, int l, unsigned int version,
 
 /* ---- schemes -------------------------------------------------------- */
 
-/* Wire bytes of the first x payload bytes of a stream. */
-static double stream_wire(const struct msim_state *s, uint64_t x)
+/* Wire bytes of the first x TCP payload bytes of a stream (x is
+ * fractional once frame headers are spread over a stream's chunks). */
+static double stream_wire(const struct msim_state *s, double x)
 {
 	if (s->scheme == MSIM_IDEAL)
 		return x;
-	return x + ceil(x / s->mss) * s->par->hdr;
+	return x + ceil(x / s->mss - 1e-9) * s->par->hdr;
 }
 
 static long msg_key(const struct msim_state *s, int tensor)
 {
 	switch (s->scheme) {
+	case MSIM_VANILLA:
 	case MSIM_FIFO:
 		return 0;
 	case MSIM_BYTESCHED:
@@ -446,7 +473,9 @@ static long msg_key(const struct msim_state *s, int tensor)
 		 * order is fixed: links are FIFO, priority acts at dispatch. */
 		return 0;
 	default:
-		return s->prof->tensors[tensor].gate;
+		/* Equal priorities (a squeezed plan) keep arrival order:
+		 * the heap breaks ties by seq. */
+		return s->prof->tensors[tensor].prio;
 	}
 }
 
@@ -455,17 +484,44 @@ static uint64_t cdiv(uint64_t a, uint64_t b)
 	return a / b + (a % b != 0);
 }
 
+/* mercury-ps shards a stream by elements (server j: elements
+ * n*j/S .. n*(j+1)/S) and cuts each shard into frames of `unit` bytes
+ * (0: one frame per shard). */
+double msim_stream_frames(uint64_t bytes, int servers, uint64_t unit)
+{
+	uint64_t n = cdiv(bytes, 4), q = n / servers, r = n % servers;
+
+	if (!unit || !q)
+		return n < (uint64_t)servers ? (double)n : servers;
+	return (double)r * cdiv(4 * (q + 1), unit) +
+	       (double)(servers - r) * cdiv(4 * q, unit);
+}
+
 /* Cut tensors into streams (partitions, slices or whole tensors) and
- * streams into chunks; -E2BIG past MSIM_MAX_CHUNKS. */
+ * streams into chunks; -E2BIG past MSIM_MAX_CHUNKS.  The start-up rule,
+ * the same for every scheme but ideal: a stream's first chunk holds the
+ * sender's path for --msg-overhead before its bytes; each chunk carries
+ * the 32-byte headers of the data-plane frames it stands for and holds
+ * the path for at least frames * --frame-cost (the sender handles a
+ * frame while the one before is on the wire, so only what exceeds the
+ * wire time is lost).  Costs are extra wire bytes at link rate (both
+ * paths have the same rate); the pull twin pays the same. */
 static int build_messages(struct msim_state *s)
 {
 	const struct msim_profile *prof = s->prof;
+	const struct msim_params *par = s->par;
 	int bs = s->scheme == MSIM_BYTESCHED;
-	uint64_t cut = bs ? s->par->partition : s->par->slice;
-	/* The start-up cost of a cut message holds the sender's path, as
-	 * extra bytes at link rate (both paths have the same rate). */
-	double ovh = cut && s->scheme != MSIM_IDEAL ?
-		     s->par->msg_overhead_s * s->link[LINK_PUSH].rate : 0;
+	int whole = bs || s->scheme == MSIM_VANILLA;
+	int free_ride = s->scheme == MSIM_IDEAL;
+	uint64_t cut = bs ? par->partition : par->slice;
+	double rate = s->link[LINK_PUSH].rate;
+	double ovh = free_ride ? 0 : par->msg_overhead_s * rate;
+	double fcost = free_ride ? 0 : par->frame_cost_s * rate;
+	double fhdr = free_ride ? 0 : par->frame_hdr;
+	/* the frame of mercury-ps: a server's piece of a partition, a whole
+	 * shard, or a chunk of it */
+	uint64_t unit = bs ? (cdiv(par->partition, par->servers) + 3) / 4 * 4 :
+			whole ? 0 : s->chunk;
 	uint64_t total = 0, streams = 0;
 	int i, n = 0, stream = 0;
 
@@ -475,7 +531,7 @@ static int build_messages(struct msim_state *s)
 		for (off = 0; off < b; off += sc) {
 			uint64_t sb = b - off < sc ? b - off : sc;
 
-			total += bs ? 1 : cdiv(sb, s->par->chunk);
+			total += whole ? 1 : cdiv(sb, s->chunk);
 			streams++;
 		}
 		if (total > MSIM_MAX_CHUNKS)
@@ -494,20 +550,30 @@ static int build_messages(struct msim_state *s)
 		s->first_msg[i] = n;
 		for (off = 0; off < b; off += sc, stream++) {
 			uint64_t sb = b - off < sc ? b - off : sc;
-			uint64_t ch = bs ? sb : s->par->chunk, x;
+			uint64_t ch = whole ? sb : s->chunk, x;
+			double nf = free_ride ? 0 :
+				    msim_stream_frames(sb, par->servers, unit);
+			double hb = nf * fhdr / sb;	/* header per byte */
 
 			for (x = 0; x < sb; x += ch, n++, idx++) {
 				uint64_t pl = sb - x < ch ? sb - x : ch;
 				struct msim_msg *push = &s->msg[n];
-				double w0 = x ? ovh + stream_wire(s, x) : 0;
+				double w0 = stream_wire(s, x * (1 + hb));
+				double w1 = stream_wire(s, (x + pl) * (1 + hb));
+				double lead = nf * pl / sb * fcost - (w1 - w0);
 
+				if (lead < 0)
+					lead = 0;
+				if (!x)
+					lead += ovh;
 				push->tensor = i;
 				push->stream = stream;
 				push->idx = idx;
 				push->payload = pl;
-				push->wire = ovh + stream_wire(s, x + pl) - w0;
-				/* packets of the stream end at ovh + k*pkt */
-				push->phase = ovh - w0;
+				push->wire = lead + w1 - w0;
+				/* packets of the stream end at k * pkt of its
+				 * wire bytes; this chunk's start at w0 - lead */
+				push->phase = lead - w0;
 				s->msg[total + n] = *push;
 			}
 		}
@@ -674,6 +740,7 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 	 * a stream, once started, is sent to its end.  A server sends each
 	 * aggregated chunk as its own message. */
 	s.link[LINK_PUSH].sticky = s.link[LINK_PUSH].mode == MODE_MESSAGE;
+	s.chunk = p->chunk ? p->chunk : msim_auto_chunk(p);
 	s.mss = p->mtu > MSIM_IP_TCP_HDR ? p->mtu - MSIM_IP_TCP_HDR : 1;
 	s.pkt = s.mss + p->hdr;
 

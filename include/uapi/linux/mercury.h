@@ -4,7 +4,8 @@
  *
  * Shared by the module (kmod/), the tc plugin (tc-plugin/) and the
  * userspace tools. Append only: never reorder or remove an attribute or a
- * statistics field.
+ * statistics field. (Version 2 put a type first in both statistics
+ * structs, once, before any release.)
  */
 #ifndef _UAPI_LINUX_MERCURY_H
 #define _UAPI_LINUX_MERCURY_H
@@ -15,6 +16,7 @@
 enum {
 	TC_MERCURY_TAG_MARK,		/* skb->mark */
 	TC_MERCURY_TAG_PRIORITY,	/* skb->priority */
+	TC_MERCURY_TAG_DSCP,		/* DSCP of the IPv4 or IPv6 header */
 	__TC_MERCURY_TAG_MAX,
 };
 
@@ -28,6 +30,13 @@ enum {
 #define TC_MERCURY_MAX_LEVELS	65536	/* tagged levels: tags 1..levels */
 #define TC_MERCURY_MAX_FLOWS	65536	/* flow lookup buckets */
 #define TC_MERCURY_MAX_SHARE	90	/* untagged share, percent */
+#define TC_MERCURY_MAX_MEMORY_LIMIT	(1U << 31)	/* bytes: 2 GiB */
+
+/* What a TCA_STATS_APP holds: its first field, in both structs below. */
+enum {
+	TC_MERCURY_XSTATS_QDISC = 1,	/* struct tc_mercury_xstats */
+	TC_MERCURY_XSTATS_CLASS,	/* struct tc_mercury_cl_xstats */
+};
 
 enum {
 	TCA_MERCURY_UNSPEC,
@@ -40,7 +49,9 @@ enum {
 	TCA_MERCURY_FLOW_ORDER,		/* u8: 1 keeps each flow in order */
 	TCA_MERCURY_FLOWS,		/* u32: flow lookup buckets */
 	TCA_MERCURY_LIMIT,		/* u32: packets */
-	TCA_MERCURY_MEMORY_LIMIT,	/* u32: bytes of skb truesize */
+	TCA_MERCURY_MEMORY_LIMIT,	/* u32: bytes of skb truesize, at most
+					 * TC_MERCURY_MAX_MEMORY_LIMIT
+					 */
 	TCA_MERCURY_QUANTUM,		/* u32: bytes per round within a level */
 	TCA_MERCURY_BYPASS,		/* u8: 1 sends a packet that finds the
 					 * qdisc empty straight to the device
@@ -52,6 +63,8 @@ enum {
 
 /* Qdisc statistics (TCA_STATS_APP of the qdisc). */
 struct tc_mercury_xstats {
+	__u32	type;			/* TC_MERCURY_XSTATS_QDISC */
+	__u32	reserved;		/* 0 */
 	__u32	flows;			/* flows holding packets now */
 	__u32	levels_active;		/* levels holding flows now */
 	__u32	most_urgent;		/* smallest tag ever queued, 0: none */
@@ -78,12 +91,13 @@ struct tc_mercury_xstats {
  * Class statistics (TCA_STATS_APP of a class). Class minor N is tag N;
  * the untagged class is minor TC_MERCURY_UNTAGGED_MINOR. Only levels that
  * ever saw a packet are listed. Packets, bytes, drops, backlog and qlen of
- * a level are in the class's standard statistics. This struct must stay
- * smaller than struct tc_mercury_xstats: tc tells the two apart by size.
+ * a level are in the class's standard statistics. Readers tell this
+ * struct from the qdisc's by its type, never by its size.
  */
 #define TC_MERCURY_UNTAGGED_MINOR	0xffff
 
 struct tc_mercury_cl_xstats {
+	__u32	type;			/* TC_MERCURY_XSTATS_CLASS */
 	__u32	tag;			/* tag of this level, 0: untagged */
 	__u32	flows;			/* flows served at this level now */
 };

@@ -80,7 +80,8 @@ static void test_parse_bad_values(void **state)
 		{ "levels", "-1", "levels must be 1..65536, not '-1'" },
 		{ "levels", "abc", "levels must be 1..65536, not 'abc'" },
 		{ "levels", "", "levels must be 1..65536, not ''" },
-		{ "tag", "foo", "tag must be mark or priority, not 'foo'" },
+		{ "tag", "foo", "tag must be mark, priority or dscp, not 'foo'" },
+		{ "tag", "DSCP", "tag must be mark, priority or dscp, not 'DSCP'" },
 		{ "shift", "32", "shift must be 0..31, not '32'" },
 		{ "mask", "0", "mask must be a non-zero u32, not '0'" },
 		{ "mask", "0x100000000", "mask must be a non-zero u32, not '0x100000000'" },
@@ -91,8 +92,10 @@ static void test_parse_bad_values(void **state)
 		{ "flows", "65537", "flows must be 1..65536, not '65537'" },
 		{ "limit", "0", "limit must be at least 1 packet, not '0'" },
 		{ "limit", "4294967296", "limit must be at least 1 packet, not '4294967296'" },
-		{ "memory_limit", "0", "memory_limit must be at least 1 byte (a size: 4Mb, 512kb), not '0'" },
-		{ "memory_limit", "4parsecs", "memory_limit must be at least 1 byte (a size: 4Mb, 512kb), not '4parsecs'" },
+		{ "memory_limit", "0", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '0'" },
+		{ "memory_limit", "2147483649", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '2147483649'" },
+		{ "memory_limit", "3gb", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '3gb'" },
+		{ "memory_limit", "4parsecs", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '4parsecs'" },
 		{ "quantum", "255", "quantum must be 256..1048576 bytes, not '255'" },
 		{ "quantum", "1048577", "quantum must be 256..1048576 bytes, not '1048577'" },
 	};
@@ -333,6 +336,53 @@ static void test_text_round_trip(void **state)
 	free(out);
 }
 
+/* Each tag source parses, prints in text and JSON as tc spells it. */
+static void test_tag_sources(void **state)
+{
+	static const struct {
+		const char *word;
+		uint8_t source;
+	} t[] = {
+		{ "mark", TC_MERCURY_TAG_MARK },
+		{ "priority", TC_MERCURY_TAG_PRIORITY },
+		{ "dscp", TC_MERCURY_TAG_DSCP },
+	};
+	struct json_object *j, *opt, *v;
+	struct mctl_qdisc q;
+	char want[64], *out;
+	struct mctl_opts o;
+	char err[128];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char *argv[] = { "tag", (char *)t[i].word };
+
+		assert_int_equal(mctl_parse_opts(2, argv, &o, err, sizeof(err)), 0);
+		assert_int_equal(o.set, MCTL_BIT(TCA_MERCURY_TAG_SOURCE));
+		assert_int_equal(o.source, t[i].source);
+		assert_string_equal(mctl_source_name(t[i].source), t[i].word);
+
+		canned(&q);
+		q.opts.source = o.source;
+		out = capture(text_all, &q, 1, 0);
+		snprintf(want, sizeof(want), " tag %s shift ", t[i].word);
+		assert_non_null(strstr(out, want));
+		free(out);
+		out = capture(json, &q, 1, MCTL_SHOW_ALL);
+		j = json_tokener_parse(out);
+		assert_non_null(j);
+		assert_true(json_object_object_get_ex(json_object_array_get_idx(j, 0),
+						      "options", &opt));
+		assert_true(json_object_object_get_ex(opt, "tag", &v));
+		assert_string_equal(json_object_get_string(v), t[i].word);
+		json_object_put(j);
+		free(out);
+	}
+	/* a source from a newer kernel still prints */
+	assert_string_equal(mctl_source_name(__TC_MERCURY_TAG_MAX), "unknown");
+}
+
 static void test_json(void **state)
 {
 	struct json_object *j, *q0, *v, *lv;
@@ -530,6 +580,7 @@ int main(void)
 		cmocka_unit_test(test_sprint),
 		cmocka_unit_test(test_text),
 		cmocka_unit_test(test_text_round_trip),
+		cmocka_unit_test(test_tag_sources),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_prometheus),
 		cmocka_unit_test(test_cli_errors),

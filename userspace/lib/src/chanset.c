@@ -46,6 +46,7 @@
  * before writing anything (manual mode). Only the old pick() still answers
  * with an index there, for callers built against it.
  */
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -85,8 +86,34 @@ struct mercury_chanset {
 	struct mercury_tagger *tagger;	/* NULL with no_tag */
 	enum mercury_outq_mode outq;
 	bool own_fds;
+	int timeout_ms;			/* every wait's bound */
 	struct mercury_chanset_stats stats;
 };
+
+#define DEFAULT_TIMEOUT_MS	60000
+
+/* Milliseconds left until deadline (CLOCK_MONOTONIC), 0 if past. */
+static int ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	long long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (deadline->tv_sec - now.tv_sec) * 1000LL +
+	     (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return ms > 0 ? (int)ms : 0;
+}
+
+static void deadline_in(struct timespec *d, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, d);
+	d->tv_sec += ms / 1000;
+	d->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (d->tv_nsec >= 1000000000) {
+		d->tv_sec++;
+		d->tv_nsec -= 1000000000;
+	}
+}
 
 static int chanset_alloc(size_t n, const struct mercury_chanset_opts *opts,
 			 struct mercury_chanset **out)
@@ -129,6 +156,14 @@ static int chanset_alloc(size_t n, const struct mercury_chanset_opts *opts,
 		return mercury_err(EINVAL, "chanset: unknown outq mode %d", cs->outq);
 	}
 	cs->own_fds = OPTS_GET(opts, own_fds, false);
+	cs->timeout_ms = OPTS_GET(opts, timeout_ms, 0);
+	if (cs->timeout_ms < 0) {
+		mercury_chanset_free(cs);
+		return mercury_err(EINVAL, "chanset: timeout_ms %d is negative",
+				   cs->timeout_ms);
+	}
+	if (!cs->timeout_ms)
+		cs->timeout_ms = DEFAULT_TIMEOUT_MS;
 	if (!OPTS_GET(opts, no_tag, false)) {
 		topts = OPTS_GET(opts, tag_opts, NULL);
 		err = mercury_tagger_new(topts, &cs->tagger);
@@ -168,7 +203,39 @@ MERCURY_API int mercury_chanset_new(const int *fds, size_t n,
 	return 0;
 }
 
-static int tcp_connect(const char *host, const char *port)
+/* connect(), but give up after timeout_ms; 0 or -errno. */
+static int connect_within(int fd, const struct addrinfo *ai, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int fl = fcntl(fd, F_GETFL), err = 0, r;
+	socklen_t len = sizeof(err);
+	struct timespec deadline;
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK))
+		return -errno;
+	if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
+		goto done;
+	if (errno != EINPROGRESS) {
+		err = errno;
+		goto done;
+	}
+	deadline_in(&deadline, timeout_ms);
+	do
+		r = poll(&pfd, 1, ms_left(&deadline));
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		err = errno;
+	else if (!r)
+		err = ETIMEDOUT;
+	else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len))
+		err = errno;
+done:
+	if (fcntl(fd, F_SETFL, fl) && !err)
+		err = errno;
+	return -err;
+}
+
+static int tcp_connect(const char *host, const char *port, int timeout_ms)
 {
 	struct addrinfo hints = {
 		.ai_socktype = SOCK_STREAM,
@@ -189,9 +256,10 @@ static int tcp_connect(const char *host, const char *port)
 			saved = errno;
 			continue;
 		}
-		if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
+		err = connect_within(fd, ai, timeout_ms);
+		if (!err)
 			break;
-		saved = errno;
+		saved = -err;
 		close(fd);
 		fd = -1;
 	}
@@ -219,7 +287,7 @@ MERCURY_API int mercury_chanset_connect(const char *host, const char *port,
 		return err;
 	cs->own_fds = true;
 	for (i = 0; i < n; i++) {
-		fd = tcp_connect(host, port);
+		fd = tcp_connect(host, port, cs->timeout_ms);
 		if (fd < 0) {
 			mercury_chanset_free(cs);
 			return mercury_ret(fd);
@@ -461,11 +529,17 @@ MERCURY_API int mercury_chanset_try_pick(struct mercury_chanset *cs,
 					 unsigned int tag)
 {
 	bool inv;
+	int i;
 
 	if (!cs)
 		return mercury_err(EINVAL, "chanset: NULL");
-	/* Not a failure: no mercury_err(), no message, just errno. */
-	return mercury_ret(pick(cs, tag, &inv, NULL));
+	i = pick(cs, tag, &inv, NULL);
+	/* Not a failure: not logged, but the message is this call's. */
+	if (i == -EAGAIN)
+		return mercury_quiet(EAGAIN,
+				     "chanset: every connection holds unsent bytes of another tag than %u; retry when some have left",
+				     tag);
+	return i;
 }
 
 MERCURY_API int mercury_chanset_commit(struct mercury_chanset *cs, size_t i,
@@ -515,21 +589,36 @@ MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
 	return 0;
 }
 
-/* Write the whole iovec, resuming after partial writes and EAGAIN. */
-static int write_all(int fd, struct iovec *iov, int cnt)
+/*
+ * Write the whole iovec, resuming after partial writes and EAGAIN. With
+ * MSG_NOSIGNAL: a peer that closed is -EPIPE for the caller, never a
+ * SIGPIPE that kills its process. MSG_DONTWAIT even on a blocking socket,
+ * so that every wait is our poll: no progress for timeout_ms is
+ * -ETIMEDOUT.
+ */
+static int write_all(int fd, struct iovec *iov, int cnt, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	struct msghdr msg = { 0 };
 	ssize_t r;
+	int p;
 
 	while (cnt) {
-		r = writev(fd, iov, cnt);
+		msg.msg_iov = iov;
+		msg.msg_iovlen = cnt;
+		r = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				p = poll(&pfd, 1, timeout_ms);
+				if (p < 0 && errno != EINTR)
 					return mercury_err(errno, "chanset: poll: %s",
 							   strerror(errno));
+				if (!p)
+					return mercury_err(ETIMEDOUT,
+							   "chanset: fd %d took no bytes for %d ms",
+							   fd, timeout_ms);
 				continue;
 			}
 			return mercury_err(errno, "chanset: write on fd %d: %s",
@@ -556,11 +645,12 @@ static int write_all(int fd, struct iovec *iov, int cnt)
  * backoff from 20 us to about 1 ms. In manual mode only the caller can
  * report progress: fail with -EAGAIN. send() meets this only before its
  * first chunk: afterwards the connection that took the previous chunk holds
- * unsent bytes of this tag only.
+ * unsent bytes of this tag only. Bytes that never leave (a peer that stopped
+ * reading) end the wait after timeout_ms with -ETIMEDOUT.
  */
 static int pick_wait(struct mercury_chanset *cs, unsigned int tag, bool *inv)
 {
-	struct timespec d = { 0, 20000 }, t0, t1;
+	struct timespec d = { 0, 20000 }, t0, t1, deadline;
 	int i;
 
 	i = pick(cs, tag, inv, NULL);
@@ -572,7 +662,14 @@ static int pick_wait(struct mercury_chanset *cs, unsigned int tag, bool *inv)
 				   "chanset send: every connection holds unconsumed bytes of another tag than %u; report drained bytes and retry",
 				   tag);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	deadline_in(&deadline, cs->timeout_ms);
 	do {
+		if (!ms_left(&deadline)) {
+			i = mercury_err(ETIMEDOUT,
+					"chanset send: no connection could take tag %u for %d ms: every one holds unsent bytes of another tag",
+					tag, cs->timeout_ms);
+			break;
+		}
 		nanosleep(&d, NULL);
 		if (d.tv_nsec < 1000000)
 			d.tv_nsec *= 2;
@@ -622,7 +719,7 @@ MERCURY_API int mercury_chanset_send(struct mercury_chanset *cs,
 		mercury_frame_encode(&f, hdr, sizeof(hdr));
 		iov[0] = (struct iovec){ hdr, sizeof(hdr) };
 		iov[1] = (struct iovec){ (char *)buf + off, f.chunk_len };
-		err = write_all(c->fd, iov, f.chunk_len ? 2 : 1);
+		err = write_all(c->fd, iov, f.chunk_len ? 2 : 1, cs->timeout_ms);
 		if (err)
 			return err;
 		err = chan_push(c, tag, sizeof(hdr) + f.chunk_len);

@@ -22,6 +22,13 @@ void mercury_pr(enum mercury_log_level level, const char *fmt, ...)
  */
 int mercury_err(int err, const char *fmt, ...) __printf(2, 3);
 
+/*
+ * An expected outcome, not a failure (-EAGAIN: retry later, -ENOTCONN:
+ * the peer finished): like mercury_err(), the message for
+ * mercury_last_error() is this call's, but the log callback is not told.
+ */
+int mercury_quiet(int err, const char *fmt, ...) __printf(2, 3);
+
 /* Keep errno == -ret for negative ret (the libbpf convention). */
 static inline int mercury_ret(int ret)
 {

@@ -1,10 +1,17 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* Logging, error messages and option checks for libmercury. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
 
+/*
+ * The callback and its context change together: a thread logging while
+ * another installs a new callback gets either the old pair or the new one,
+ * never the new function with the old context.
+ */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static mercury_log_fn log_fn;
 static void *log_ctx;
 
@@ -13,13 +20,30 @@ static __thread char last_error[256];
 
 MERCURY_API const char *mercury_version(void)
 {
-	return "0.1";
+	return MERCURY_VERSION_STRING;
 }
 
-MERCURY_API void mercury_set_log(mercury_log_fn fn, void *ctx)
+MERCURY_API mercury_log_fn mercury_set_log(mercury_log_fn fn, void *ctx)
 {
-	log_ctx = ctx;
+	mercury_log_fn old;
+
+	pthread_mutex_lock(&log_lock);
+	old = log_fn;
 	log_fn = fn;
+	log_ctx = ctx;
+	pthread_mutex_unlock(&log_lock);
+	return old;
+}
+
+static mercury_log_fn log_get(void **ctx)
+{
+	mercury_log_fn fn;
+
+	pthread_mutex_lock(&log_lock);
+	fn = log_fn;
+	*ctx = log_ctx;
+	pthread_mutex_unlock(&log_lock);
+	return fn;
 }
 
 MERCURY_API const char *mercury_last_error(void)
@@ -27,23 +51,29 @@ MERCURY_API const char *mercury_last_error(void)
 	return last_error;
 }
 
-static void vlog(enum mercury_log_level level, const char *fmt, va_list ap,
-		 char *buf, size_t len)
+/* Format into buf; with a callback installed and log set, pass it on. */
+static void vlog(enum mercury_log_level level, bool log, const char *fmt,
+		 va_list ap, char *buf, size_t len)
 {
+	mercury_log_fn fn;
+	void *ctx;
+
 	vsnprintf(buf, len, fmt, ap);
-	if (log_fn)
-		log_fn(level, buf, log_ctx);
+	fn = log ? log_get(&ctx) : NULL;
+	if (fn)
+		fn(level, buf, ctx);
 }
 
 void mercury_pr(enum mercury_log_level level, const char *fmt, ...)
 {
 	char buf[256];
 	va_list ap;
+	void *ctx;
 
-	if (!log_fn)
+	if (!log_get(&ctx))
 		return;
 	va_start(ap, fmt);
-	vlog(level, fmt, ap, buf, sizeof(buf));
+	vlog(level, true, fmt, ap, buf, sizeof(buf));
 	va_end(ap);
 }
 
@@ -52,7 +82,18 @@ int mercury_err(int err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vlog(MERCURY_LOG_WARN, fmt, ap, last_error, sizeof(last_error));
+	vlog(MERCURY_LOG_WARN, true, fmt, ap, last_error, sizeof(last_error));
+	va_end(ap);
+	errno = err;
+	return -err;
+}
+
+int mercury_quiet(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(MERCURY_LOG_DEBUG, false, fmt, ap, last_error, sizeof(last_error));
 	va_end(ap);
 	errno = err;
 	return -err;

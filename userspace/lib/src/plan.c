@@ -2,8 +2,18 @@
 /*
  * Priority plans: tensor name -> tag.
  *
- * Two sources: the placement solver's plan JSON, and a default plan derived
- * from an h200 profile. The default follows the forward pass: the gradient
+ * One plan format, written only here (mercury_plan_save*) and read here:
+ * {"mercury_plan": 1, "levels", "tag_source", "shift", "mask", ...,
+ * "priorities": [{"tensor", "tag", "bytes", "src", "dst"}]}. Other
+ * top-level keys (the solver's placement, lower bound, pipeline) are kept
+ * as they are and written back, so a tool may add its own sections without
+ * writing plans itself. Plans without "mercury_plan" are format 0, the
+ * solver's plans before libmercury 0.2: they still load, with levels = the
+ * highest tag and the tagger's default settings.
+ *
+ * Plans come from three places: a file, the builder (mercury_plan_new(),
+ * mercury_plan_add()), and a default derived from an h200 profile. The
+ * default follows the forward pass: the gradient
  * the next forward pass needs first is the most urgent. Tags are dense per
  * tensor (like the solver's), ordered by the first forward call of the
  * tensor's module, and inside one module by grad_ready order reversed (the
@@ -15,6 +25,10 @@
  * has called descendants (encoder_layer_0 for its attention weights, the
  * root for class_token). Only if forward_calls is empty does a tensor stay
  * unplaced; those come after all others, in reversed grad_ready order.
+ *
+ * Squeezing to N levels (at build, at load, or mercury_plan_set_levels())
+ * is one rule everywhere: the distinct tags ranked 1..n in ascending order,
+ * rank r becomes 1 + (r - 1) * N / n, so order is kept and ties stay ties.
  *
  * Lookup is an open-addressing hash table (FNV-1a, linear probing, load
  * factor <= 1/2) of indexes into the entry array, so the plan can also be
@@ -39,9 +53,16 @@ struct plan_entry {
 struct mercury_plan {
 	struct plan_entry *e;		/* entries in file / tag order */
 	size_t n;
+	size_t cap;			/* entries allocated */
 	uint32_t *slots;		/* hash slots: index + 1, 0 = empty */
 	size_t nslots;			/* power of two */
 	unsigned int max_tag;
+	unsigned int levels;		/* declared; 0: max_tag */
+	unsigned int format;		/* as read; MERCURY_PLAN_FORMAT if built */
+	int source;			/* enum mercury_tag_source */
+	unsigned int shift;		/* bits */
+	uint32_t mask;
+	struct json_object *extra;	/* other top-level keys, or NULL */
 };
 
 static uint64_t fnv1a(const char *s)
@@ -73,43 +94,124 @@ MERCURY_API void mercury_plan_free(struct mercury_plan *p)
 		return;
 	plan_free_entries(p);
 	free(p->slots);
+	json_object_put(p->extra);
 	free(p);
 }
 
 static const struct plan_entry *plan_find(const struct mercury_plan *p,
 					  const char *name)
 {
-	size_t m = p->nslots - 1, i = fnv1a(name) & m;
+	size_t m, i;
 
-	for (; p->slots[i]; i = (i + 1) & m)
+	if (!p->nslots)
+		return NULL;
+	m = p->nslots - 1;
+	for (i = fnv1a(name) & m; p->slots[i]; i = (i + 1) & m)
 		if (!strcmp(p->e[p->slots[i] - 1].tensor, name))
 			return &p->e[p->slots[i] - 1];
 	return NULL;
 }
 
+static void plan_slot_put(struct mercury_plan *p, size_t i)
+{
+	size_t m = p->nslots - 1, j;
+
+	for (j = fnv1a(p->e[i].tensor) & m; p->slots[j]; j = (j + 1) & m)
+		;
+	p->slots[j] = i + 1;
+}
+
+/* An empty table of at least 2 * want slots; the old one is kept on error. */
+static int plan_alloc_slots(struct mercury_plan *p, size_t want)
+{
+	size_t ns = 16;
+	uint32_t *slots;
+
+	while (ns < 2 * want)
+		ns *= 2;
+	slots = calloc(ns, sizeof(*slots));
+	if (!slots)
+		return mercury_err(ENOMEM, "plan: out of memory");
+	free(p->slots);
+	p->slots = slots;
+	p->nslots = ns;
+	return 0;
+}
+
+/* Room for want entries in the index, rehashing the ones it holds. */
+static int plan_reserve_slots(struct mercury_plan *p, size_t want)
+{
+	size_t i;
+	int err;
+
+	if (p->nslots >= 2 * want)
+		return 0;
+	err = plan_alloc_slots(p, want);
+	for (i = 0; !err && i < p->n; i++)
+		plan_slot_put(p, i);
+	return err;
+}
+
 /* Build the index; a name given twice is an error (which tag would win?). */
 static int plan_index(struct mercury_plan *p, const char *what)
 {
-	size_t i, j, m;
+	size_t i;
+	int err;
 
-	p->nslots = 16;
-	while (p->nslots < 2 * p->n)
-		p->nslots *= 2;
-	p->slots = calloc(p->nslots, sizeof(*p->slots));
-	if (!p->slots)
-		return mercury_err(ENOMEM, "plan: out of memory");
-	m = p->nslots - 1;
+	err = plan_alloc_slots(p, p->n);
+	if (err)
+		return err;
+	p->max_tag = 0;
 	for (i = 0; i < p->n; i++) {
 		if (plan_find(p, p->e[i].tensor))
 			return mercury_err(EINVAL,
 					   "%s: priorities[%zu]: tensor \"%s\" appears twice",
 					   what, i, p->e[i].tensor);
-		for (j = fnv1a(p->e[i].tensor) & m; p->slots[j]; j = (j + 1) & m)
-			;
-		p->slots[j] = i + 1;
+		plan_slot_put(p, i);
 		if (p->e[i].tag > p->max_tag)
 			p->max_tag = p->e[i].tag;
 	}
+	return 0;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned int x = *(const unsigned int *)a, y = *(const unsigned int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Squeeze the tags into 1..levels keeping their order: distinct tags ranked
+ * 1..n; with n <= levels the ranks themselves (dense tags), otherwise rank
+ * r becomes 1 + (r - 1) * levels / n (mercury_plan_opts.levels' rule).
+ */
+static int plan_squeeze(struct mercury_plan *p, unsigned int levels)
+{
+	unsigned int *t, *hit, r;
+	size_t i, n = 0;
+
+	if (!p->n)
+		return 0;
+	t = malloc(p->n * sizeof(*t));
+	if (!t)
+		return mercury_err(ENOMEM, "plan: out of memory");
+	for (i = 0; i < p->n; i++)
+		t[i] = p->e[i].tag;
+	qsort(t, p->n, sizeof(*t), cmp_uint);
+	for (i = 0; i < p->n; i++)
+		if (!n || t[n - 1] != t[i])
+			t[n++] = t[i];
+	p->max_tag = 0;
+	for (i = 0; i < p->n; i++) {
+		hit = bsearch(&p->e[i].tag, t, n, sizeof(*t), cmp_uint);
+		r = hit - t + 1;
+		p->e[i].tag = n <= levels ? r :
+			1 + (unsigned int)((uint64_t)(r - 1) * levels / n);
+		if (p->e[i].tag > p->max_tag)
+			p->max_tag = p->e[i].tag;
+	}
+	free(t);
 	return 0;
 }
 
@@ -119,6 +221,14 @@ static char *xstrdup(const char *s)
 }
 
 /* Read a whole file; json-c's own reader cannot say where parsing failed. */
+/*
+ * The largest plan or profile we read: the biggest shipped profile
+ * (gpt2_xl) is 158 KB, a plan of a million tensors about 64 MiB. A longer
+ * input (a device, a pipe that never ends) is refused, not read until
+ * memory runs out.
+ */
+#define MAX_INPUT	(64U << 20)
+
 static int read_file(const char *path, char **buf, size_t *len)
 {
 	size_t cap = 1 << 16, n = 0, r;
@@ -141,6 +251,12 @@ static int read_file(const char *path, char **buf, size_t *len)
 		n += r;
 		if (n < cap)
 			break;
+		if (cap >= MAX_INPUT) {
+			fclose(f);
+			free(b);
+			return mercury_err(EFBIG, "%s: longer than %u MiB: not a plan or profile",
+					   path, MAX_INPUT >> 20);
+		}
 		cap *= 2;
 	}
 	if (ferror(f)) {
@@ -213,18 +329,168 @@ static int opt_string(const char *what, size_t i, struct json_object *o,
 	return *out ? 0 : mercury_err(ENOMEM, "plan: out of memory");
 }
 
+/* Keys of the format itself; every other top-level key is an extra. */
+static const char *const plan_keys[] = {
+	"mercury_plan", "levels", "tag_source", "shift", "mask", "priorities",
+};
+
+static bool plan_key_reserved(const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(plan_keys) / sizeof(plan_keys[0]); i++)
+		if (!strcmp(key, plan_keys[i]))
+			return true;
+	return false;
+}
+
+static const char *source_name(int source)
+{
+	switch (source) {
+	case MERCURY_TAG_MARK:
+		return "mark";
+	case MERCURY_TAG_PRIORITY:
+		return "priority";
+	case MERCURY_TAG_DSCP:
+		return "dscp";
+	}
+	return NULL;
+}
+
+static uint32_t default_mask(int source)
+{
+	return source == MERCURY_TAG_DSCP ? MERCURY_DSCP_MASK : MERCURY_DEFAULT_MASK;
+}
+
+/* The qdisc reads tag = (value >> shift) & mask: every tag must survive. */
+static int check_tag_settings(const char *what, int source, unsigned int shift,
+			      uint32_t mask, unsigned int levels)
+{
+	if (!source_name(source))
+		return mercury_err(EINVAL, "%s: unknown tag source %d", what,
+				   source);
+	if (shift > 31)
+		return mercury_err(ERANGE, "%s: shift %u outside 0..31", what,
+				   shift);
+	if (!mask)
+		return mercury_err(EINVAL, "%s: mask is 0", what);
+	if (levels > mask)
+		return mercury_err(ERANGE,
+				   "%s: %u levels do not fit mask 0x%x; squeeze the plan to %u levels",
+				   what, levels, mask,
+				   mask < MERCURY_MAX_TAG ? mask : MERCURY_MAX_TAG);
+	return 0;
+}
+
+/* Optional integer member in lo..hi; absent leaves *out alone. */
+static int opt_uint(const char *what, struct json_object *root,
+		    const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+	struct json_object *v;
+	int64_t x;
+
+	if (!json_object_object_get_ex(root, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_int))
+		return mercury_err(EINVAL, "%s: \"%s\" must be an integer", what,
+				   key);
+	x = json_object_get_int64(v);
+	if (x < lo || x > hi)
+		return mercury_err(ERANGE, "%s: \"%s\" %lld outside %lld..%lld",
+				   what, key, (long long)x, (long long)lo,
+				   (long long)hi);
+	*out = x;
+	return 0;
+}
+
+/* Format 1 header: levels and the tagger's settings. */
+static int plan_header_from_json(const char *what, struct json_object *root,
+				 struct mercury_plan *p, int64_t *levels)
+{
+	struct json_object *v;
+	int64_t shift = 0, mask = -1;
+	const char *src;
+	int err;
+
+	*levels = -1;
+	err = opt_uint(what, root, "levels", 0, MERCURY_MAX_TAG, levels);
+	if (!err && *levels < 0)
+		err = mercury_err(EINVAL, "%s: format %u needs \"levels\"", what,
+				  p->format);
+	if (err)
+		return err;
+	p->source = MERCURY_TAG_MARK;
+	if (json_object_object_get_ex(root, "tag_source", &v)) {
+		src = json_object_is_type(v, json_type_string) ?
+		      json_object_get_string(v) : "";
+		if (!strcmp(src, "mark"))
+			p->source = MERCURY_TAG_MARK;
+		else if (!strcmp(src, "priority"))
+			p->source = MERCURY_TAG_PRIORITY;
+		else if (!strcmp(src, "dscp"))
+			p->source = MERCURY_TAG_DSCP;
+		else
+			return mercury_err(EINVAL,
+					   "%s: \"tag_source\" must be \"mark\", \"priority\" or \"dscp\"",
+					   what);
+	}
+	err = opt_uint(what, root, "shift", 0, 31, &shift);
+	if (!err)
+		err = opt_uint(what, root, "mask", 1, UINT32_MAX, &mask);
+	if (err)
+		return err;
+	p->shift = shift;
+	p->mask = mask < 0 ? default_mask(p->source) : (uint32_t)mask;
+	return 0;
+}
+
+static int plan_extra_from_json(struct json_object *root,
+				struct mercury_plan *p)
+{
+	json_object_object_foreach(root, key, val) {
+		if (plan_key_reserved(key))
+			continue;
+		if (!p->extra) {
+			p->extra = json_object_new_object();
+			if (!p->extra)
+				return mercury_err(ENOMEM, "plan: out of memory");
+		}
+		if (json_object_object_add(p->extra, key, json_object_get(val))) {
+			json_object_put(val);
+			return mercury_err(ENOMEM, "plan: out of memory");
+		}
+	}
+	return 0;
+}
+
 static int plan_from_json(const char *what, struct json_object *root,
 			  struct mercury_plan *p)
 {
 	struct json_object *arr, *o, *v;
+	int64_t x, levels = -1;
 	struct plan_entry *e;
 	const char *name;
-	int64_t x;
 	size_t i, n;
 	int err;
 
 	if (!json_object_is_type(root, json_type_object))
 		return mercury_err(EINVAL, "%s: top level must be an object", what);
+	p->format = 0;
+	if (json_object_object_get_ex(root, "mercury_plan", &v)) {
+		if (!json_object_is_type(v, json_type_int))
+			return mercury_err(EINVAL,
+					   "%s: \"mercury_plan\" (the format version) must be an integer",
+					   what);
+		x = json_object_get_int64(v);
+		if (x < 1 || x > MERCURY_PLAN_FORMAT)
+			return mercury_err(EPROTONOSUPPORT,
+					   "%s: plan format %lld is not supported (this libmercury reads 0..%u)",
+					   what, (long long)x, MERCURY_PLAN_FORMAT);
+		p->format = x;
+		err = plan_header_from_json(what, root, p, &levels);
+		if (err)
+			return err;
+	}
 	if (!json_object_object_get_ex(root, "priorities", &arr))
 		return mercury_err(EINVAL, "%s: no \"priorities\" key", what);
 	if (!json_object_is_type(arr, json_type_array))
@@ -236,6 +502,7 @@ static int plan_from_json(const char *what, struct json_object *root,
 	p->e = calloc(n ? n : 1, sizeof(*p->e));
 	if (!p->e)
 		return mercury_err(ENOMEM, "plan: out of memory");
+	p->cap = n ? n : 1;
 	for (i = 0; i < n; i++) {
 		o = json_object_array_get_idx(arr, i);
 		e = &p->e[i];
@@ -264,6 +531,11 @@ static int plan_from_json(const char *what, struct json_object *root,
 					   "%s: priorities[%zu] (%s): tag %lld outside 1..%u",
 					   what, i, name, (long long)x,
 					   MERCURY_MAX_TAG);
+		if (levels >= 0 && x > levels)
+			return mercury_err(ERANGE,
+					   "%s: priorities[%zu] (%s): tag %lld above the plan's levels (%lld)",
+					   what, i, name, (long long)x,
+					   (long long)levels);
 		e->tag = x;
 		if (json_object_object_get_ex(o, "bytes", &v) && v) {
 			if (!json_object_is_type(v, json_type_int) ||
@@ -279,10 +551,50 @@ static int plan_from_json(const char *what, struct json_object *root,
 		if (err)
 			return err;
 	}
-	return plan_index(p, what);
+	err = plan_index(p, what);
+	if (err)
+		return err;
+	p->levels = levels >= 0 ? (unsigned int)levels : p->max_tag;
+	if (p->format) {
+		err = check_tag_settings(what, p->source, p->shift, p->mask,
+					 p->levels);
+		if (err)
+			return err;
+	} else {
+		p->source = MERCURY_TAG_MARK;
+		p->mask = MERCURY_DEFAULT_MASK;
+	}
+	return plan_extra_from_json(root, p);
+}
+
+/* The caller's limit on levels: refuse, or squeeze when asked to. */
+static int plan_apply_load_opts(const char *what, struct mercury_plan *p,
+				const struct mercury_plan_load_opts *opts)
+{
+	unsigned int limit = OPTS_GET(opts, levels, 0);
+	bool squeeze = OPTS_GET(opts, squeeze, false);
+	int err;
+
+	if (!limit)
+		return squeeze ? mercury_err(EINVAL,
+					     "%s: squeeze needs levels (load opts)",
+					     what) : 0;
+	if (p->max_tag > limit) {
+		if (!squeeze)
+			return mercury_err(ERANGE,
+					   "%s: tags go up to %u, more than the %u levels allowed; squeeze it at load or write it with mercury-place --levels %u",
+					   what, p->max_tag, limit, limit);
+		err = plan_squeeze(p, limit);
+		if (err)
+			return err;
+	}
+	if (p->levels > limit)
+		p->levels = limit;
+	return 0;
 }
 
 static int plan_load_buf(const char *what, const char *buf, size_t len,
+			 const struct mercury_plan_load_opts *opts,
 			 struct mercury_plan **out)
 {
 	struct json_object *root;
@@ -299,6 +611,8 @@ static int plan_load_buf(const char *what, const char *buf, size_t len,
 	}
 	err = plan_from_json(what, root, p);
 	json_object_put(root);
+	if (!err)
+		err = plan_apply_load_opts(what, p, opts);
 	if (err) {
 		mercury_plan_free(p);
 		return mercury_ret(err);
@@ -307,16 +621,40 @@ static int plan_load_buf(const char *what, const char *buf, size_t len,
 	return 0;
 }
 
-MERCURY_API int mercury_plan_load_buf(const char *json, size_t len,
-				      struct mercury_plan **out)
+static int load_opts_check(const struct mercury_plan_load_opts *opts)
 {
+	if (!OPTS_VALID(opts, mercury_plan_load_opts))
+		return -errno;
+	if (OPTS_GET(opts, levels, 0) > MERCURY_MAX_TAG)
+		return mercury_err(ERANGE, "plan load opts: levels %u above %u",
+				   opts->levels, MERCURY_MAX_TAG);
+	return 0;
+}
+
+MERCURY_API int mercury_plan_load_buf_opts(const char *json, size_t len,
+					   const struct mercury_plan_load_opts *opts,
+					   struct mercury_plan **out)
+{
+	int err;
+
 	if (!out || !json)
 		return mercury_err(EINVAL, "plan: NULL argument");
 	*out = NULL;
-	return plan_load_buf("plan", json, len, out);
+	err = load_opts_check(opts);
+	if (err)
+		return err;
+	return plan_load_buf("plan", json, len, opts, out);
 }
 
-MERCURY_API int mercury_plan_load(const char *path, struct mercury_plan **out)
+MERCURY_API int mercury_plan_load_buf(const char *json, size_t len,
+				      struct mercury_plan **out)
+{
+	return mercury_plan_load_buf_opts(json, len, NULL, out);
+}
+
+MERCURY_API int mercury_plan_load_opts(const char *path,
+				       const struct mercury_plan_load_opts *opts,
+				       struct mercury_plan **out)
 {
 	size_t len;
 	char *buf;
@@ -325,12 +663,193 @@ MERCURY_API int mercury_plan_load(const char *path, struct mercury_plan **out)
 	if (!out || !path)
 		return mercury_err(EINVAL, "plan: NULL argument");
 	*out = NULL;
+	err = load_opts_check(opts);
+	if (err)
+		return err;
 	err = read_file(path, &buf, &len);
 	if (err)
 		return err;
-	err = plan_load_buf(path, buf, len, out);
+	err = plan_load_buf(path, buf, len, opts, out);
 	free(buf);
 	return mercury_ret(err);
+}
+
+MERCURY_API int mercury_plan_load(const char *path, struct mercury_plan **out)
+{
+	return mercury_plan_load_opts(path, NULL, out);
+}
+
+/* ---- the builder -------------------------------------------------------- */
+
+MERCURY_API int mercury_plan_new(struct mercury_plan **out)
+{
+	struct mercury_plan *p;
+
+	if (!out)
+		return mercury_err(EINVAL, "plan new: NULL argument");
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return mercury_err(ENOMEM, "plan: out of memory");
+	p->format = MERCURY_PLAN_FORMAT;
+	p->source = MERCURY_TAG_MARK;
+	p->mask = MERCURY_DEFAULT_MASK;
+	*out = p;
+	return 0;
+}
+
+MERCURY_API int mercury_plan_add(struct mercury_plan *p,
+				 const struct mercury_plan_entry *e)
+{
+	struct plan_entry *ne, *x;
+	int err;
+
+	if (!p || !e || !e->tensor)
+		return mercury_err(EINVAL, "plan add: NULL argument");
+	if (!*e->tensor)
+		return mercury_err(EINVAL, "plan add: empty tensor name");
+	if (e->tag < 1 || e->tag > MERCURY_MAX_TAG)
+		return mercury_err(ERANGE, "plan add: %s: tag %u outside 1..%u",
+				   e->tensor, e->tag, MERCURY_MAX_TAG);
+	if (p->levels && e->tag > p->levels)
+		return mercury_err(ERANGE,
+				   "plan add: %s: tag %u above the plan's %u levels",
+				   e->tensor, e->tag, p->levels);
+	if (plan_find(p, e->tensor))
+		return mercury_err(EEXIST, "plan add: tensor \"%s\" is already in the plan",
+				   e->tensor);
+	if (p->n >= UINT32_MAX - 1)
+		return mercury_err(EFBIG, "plan add: too many entries");
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 64;
+
+		ne = realloc(p->e, cap * sizeof(*ne));
+		if (!ne)
+			return mercury_err(ENOMEM, "plan: out of memory");
+		p->e = ne;
+		p->cap = cap;
+	}
+	err = plan_reserve_slots(p, p->n + 1);
+	if (err)
+		return err;
+	x = &p->e[p->n];
+	x->tensor = strdup(e->tensor);
+	x->src = xstrdup(e->src);
+	x->dst = xstrdup(e->dst);
+	if (!x->tensor || !x->src || !x->dst) {
+		free(x->tensor);
+		free(x->src);
+		free(x->dst);
+		return mercury_err(ENOMEM, "plan: out of memory");
+	}
+	x->tag = e->tag;
+	x->bytes = e->bytes;
+	plan_slot_put(p, p->n);
+	p->n++;
+	if (x->tag > p->max_tag)
+		p->max_tag = x->tag;
+	return 0;
+}
+
+MERCURY_API int mercury_plan_set_levels(struct mercury_plan *p,
+					unsigned int levels)
+{
+	int err;
+
+	if (!p)
+		return mercury_err(EINVAL, "plan set levels: NULL argument");
+	if (levels < 1 || levels > MERCURY_MAX_TAG)
+		return mercury_err(ERANGE, "plan set levels: %u outside 1..%u",
+				   levels, MERCURY_MAX_TAG);
+	err = check_tag_settings("plan", p->source, p->shift,
+				 p->mask, levels);
+	if (err)
+		return err;
+	if (p->max_tag > levels) {
+		err = plan_squeeze(p, levels);
+		if (err)
+			return err;
+	}
+	p->levels = levels;
+	return 0;
+}
+
+MERCURY_API int mercury_plan_set_tag_opts(struct mercury_plan *p,
+					  const struct mercury_tag_opts *opts)
+{
+	unsigned int levels;
+	uint32_t mask;
+	int source, err;
+
+	if (!p)
+		return mercury_err(EINVAL, "plan set tag opts: NULL argument");
+	if (!OPTS_VALID(opts, mercury_tag_opts))
+		return -errno;
+	source = OPTS_GET(opts, source, MERCURY_TAG_MARK);
+	mask = OPTS_GET(opts, mask, 0);
+	if (!mask)
+		mask = default_mask(source);
+	levels = p->levels ? p->levels : p->max_tag;
+	err = check_tag_settings("plan", source,
+				 OPTS_GET(opts, shift, 0), mask, levels);
+	if (err)
+		return err;
+	p->source = source;
+	p->shift = OPTS_GET(opts, shift, 0);
+	p->mask = mask;
+	return 0;
+}
+
+MERCURY_API int mercury_plan_set_extra(struct mercury_plan *p, const char *key,
+				       const char *json)
+{
+	struct json_object *v, *arr;
+	size_t len;
+	char *buf;
+	int err;
+
+	if (!p || !key)
+		return mercury_err(EINVAL, "plan set extra: NULL argument");
+	if (!*key || plan_key_reserved(key))
+		return mercury_err(EINVAL,
+				   "plan set extra: \"%s\" is not a free key (the format uses it)",
+				   key);
+	if (!json) {
+		if (p->extra)
+			json_object_object_del(p->extra, key);
+		return 0;
+	}
+	/*
+	 * Parsed inside [ ] so that a bare number ends: json-c waits for more
+	 * digits at the end of a buffer.
+	 */
+	len = strlen(json);
+	buf = malloc(len + 3);
+	if (!buf)
+		return mercury_err(ENOMEM, "plan: out of memory");
+	buf[0] = '[';
+	memcpy(buf + 1, json, len);
+	buf[len + 1] = ']';
+	buf[len + 2] = '\0';
+	err = parse_json(key, buf, len + 2, &arr);
+	free(buf);
+	if (err)
+		return err;
+	if (json_object_array_length(arr) != 1) {
+		json_object_put(arr);
+		return mercury_err(EINVAL, "%s: not one JSON value", key);
+	}
+	v = json_object_get(json_object_array_get_idx(arr, 0));
+	json_object_put(arr);
+	if (!p->extra && !(p->extra = json_object_new_object())) {
+		json_object_put(v);
+		return mercury_err(ENOMEM, "plan: out of memory");
+	}
+	if (json_object_object_add(p->extra, key, v)) {
+		json_object_put(v);
+		return mercury_err(ENOMEM, "plan: out of memory");
+	}
+	return 0;
 }
 
 /* ---- default plan from a profile ---------------------------------------- */
@@ -400,6 +919,60 @@ static size_t ancestor_call(const struct mercury_plan *fc, const char *name)
 	}
 }
 
+/* Bytes per element of a torch dtype name ("float32", "torch.bfloat16"). */
+static const struct {
+	const char *name;
+	int size;
+} dtypes[] = {
+	{ "float32", 4 }, { "float", 4 }, { "fp32", 4 },
+	{ "bfloat16", 2 }, { "bf16", 2 },
+	{ "float16", 2 }, { "half", 2 }, { "fp16", 2 },
+	{ "float64", 8 }, { "double", 8 }, { "fp64", 8 },
+	{ "float8_e4m3fn", 1 }, { "float8_e5m2", 1 },
+	{ "int8", 1 }, { "uint8", 1 }, { "int16", 2 }, { "int32", 4 },
+	{ "int64", 8 },
+};
+
+/* 0 if unknown */
+static int dtype_lookup(const char *dtype)
+{
+	const char *n = dtype;
+	size_t i;
+
+	if (!strncmp(n, "torch.", 6))
+		n += 6;
+	for (i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++)
+		if (!strcmp(n, dtypes[i].name))
+			return dtypes[i].size;
+	return 0;
+}
+
+#define DTYPE_HINT	"float32, bfloat16, float16, float64, ..."
+
+MERCURY_API int mercury_dtype_size(const char *dtype)
+{
+	int r;
+
+	if (!dtype)
+		return mercury_err(EINVAL, "dtype: NULL argument");
+	r = dtype_lookup(dtype);
+	return r ? r : mercury_err(EINVAL, "dtype \"%s\" unknown (" DTYPE_HINT ")",
+				   dtype);
+}
+
+static int dtype_size(const char *what, const char *key, struct json_object *v)
+{
+	int r;
+
+	if (!json_object_is_type(v, json_type_string))
+		return mercury_err(EINVAL, "%s: \"%s\" must be a string", what,
+				   key);
+	r = dtype_lookup(json_object_get_string(v));
+	return r ? r : mercury_err(EINVAL,
+				   "%s: %s \"%s\" unknown (" DTYPE_HINT ")",
+				   what, key, json_object_get_string(v));
+}
+
 static int profile_tensors(const char *what, struct json_object *root,
 			   struct prof_tensor **out, size_t *nout)
 {
@@ -407,9 +980,10 @@ static int profile_tensors(const char *what, struct json_object *root,
 	struct mercury_plan first_call = { 0 }, first_unique = { 0 };
 	const struct plan_entry *pe;
 	struct prof_tensor *t;
+	int elem = 4, err = 0;	/* fp32 gradients unless a dtype says */
 	size_t i, n, nc;
 	int64_t numel;
-	int err = 0;
+	int esz;
 
 	if (!json_object_is_type(root, json_type_object) ||
 	    !json_object_object_get_ex(root, "forward_calls", &calls) ||
@@ -419,6 +993,12 @@ static int profile_tensors(const char *what, struct json_object *root,
 		return mercury_err(EINVAL,
 				   "%s: not a profile (needs arrays \"forward_calls\" and \"grad_ready\")",
 				   what);
+
+	if (json_object_object_get_ex(root, "grad_dtype", &v)) {
+		elem = dtype_size(what, "grad_dtype", v);
+		if (elem < 0)
+			return elem;
+	}
 
 	/* Module -> index of its first call, reusing the plan hash table. */
 	nc = json_object_array_length(calls);
@@ -501,7 +1081,22 @@ static int profile_tensors(const char *what, struct json_object *root,
 			prof_free(t, i);
 			goto out;
 		}
-		t[i].bytes = 4 * (uint64_t)numel;	/* fp32 gradients */
+		esz = elem;
+		if (json_object_object_get_ex(o, "dtype", &v)) {
+			char key[48];
+
+			snprintf(key, sizeof(key), "grad_ready[%zu].dtype", i);
+			esz = dtype_size(what, key, v);
+		}
+		if (esz > 0 && (uint64_t)numel > UINT64_MAX / esz)
+			esz = mercury_err(ERANGE, "%s: grad_ready[%zu]: numel %lld is too large",
+					  what, i, (long long)numel);
+		if (esz < 0) {
+			err = esz;
+			prof_free(t, i + 1);
+			goto out;
+		}
+		t[i].bytes = (uint64_t)esz * numel;
 		t[i].grad_idx = i;
 		pe = t[i].module ? plan_find(&first_call, t[i].module) : NULL;
 		t[i].call_idx = pe ? pe->tag :
@@ -578,19 +1173,25 @@ MERCURY_API int mercury_plan_from_profile(const char *path,
 		}
 	}
 	/* ...then squeeze ranks 1..rank into 1..levels, keeping the order. */
-	if (levels && levels < rank)
-		for (i = 0; i < n; i++)
-			p->e[i].tag = 1 + (uint64_t)(p->e[i].tag - 1) * levels /
-					  rank;
+	if (levels && levels < rank) {
+		err = plan_squeeze(p, levels);
+		if (err)
+			goto out;
+	}
 	if (rank > MERCURY_MAX_TAG && (!levels || levels >= rank)) {
 		err = mercury_err(ERANGE,
 				  "%s: %u tags do not fit 1..%u; set levels",
 				  path, rank, MERCURY_MAX_TAG);
 		goto out;
 	}
+	p->cap = n;
 	err = plan_index(p, path);
 	if (err)
 		goto out;
+	p->format = MERCURY_PLAN_FORMAT;
+	p->levels = levels ? levels : p->max_tag;
+	p->source = MERCURY_TAG_MARK;
+	p->mask = MERCURY_DEFAULT_MASK;
 	*out = p;
 	p = NULL;
 out:
@@ -600,45 +1201,119 @@ out:
 	return mercury_ret(err);
 }
 
+static int jadd(struct json_object *o, const char *key, struct json_object *v)
+{
+	if (!v)
+		return -ENOMEM;
+	if (json_object_object_add(o, key, v)) {
+		json_object_put(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The plan as a json-c tree: format keys, extras, then the entries. */
+static int plan_to_json(const struct mercury_plan *p, struct json_object **out)
+{
+	struct json_object *root, *arr, *o;
+	int err = 0;
+	size_t i;
+
+	root = json_object_new_object();
+	if (!root)
+		return mercury_err(ENOMEM, "plan: out of memory");
+	err = jadd(root, "mercury_plan", json_object_new_int(MERCURY_PLAN_FORMAT));
+	err = err ?: jadd(root, "levels",
+			  json_object_new_int(p->levels ? p->levels : p->max_tag));
+	err = err ?: jadd(root, "tag_source",
+			  json_object_new_string(source_name(p->source)));
+	err = err ?: jadd(root, "shift", json_object_new_int(p->shift));
+	err = err ?: jadd(root, "mask", json_object_new_int64(p->mask));
+	if (!err && p->extra) {
+		json_object_object_foreach(p->extra, key, val) {
+			err = jadd(root, key, json_object_get(val));
+			if (err)
+				break;
+		}
+	}
+	arr = err ? NULL : json_object_new_array_ext(p->n);
+	err = err ?: jadd(root, "priorities", arr);
+	for (i = 0; !err && i < p->n; i++) {
+		o = json_object_new_object();
+		if (!o || json_object_array_add(arr, o)) {
+			json_object_put(o);
+			err = -ENOMEM;
+			break;
+		}
+		err = jadd(o, "tensor", json_object_new_string(p->e[i].tensor));
+		err = err ?: jadd(o, "tag", json_object_new_int64(p->e[i].tag));
+		err = err ?: jadd(o, "bytes", json_object_new_int64(p->e[i].bytes));
+		err = err ?: jadd(o, "src", json_object_new_string(p->e[i].src));
+		err = err ?: jadd(o, "dst", json_object_new_string(p->e[i].dst));
+	}
+	if (err) {
+		json_object_put(root);
+		return mercury_err(ENOMEM, "plan: out of memory");
+	}
+	*out = root;
+	return 0;
+}
+
+MERCURY_API int mercury_plan_save_buf(const struct mercury_plan *p,
+				      char **json, size_t *len)
+{
+	struct json_object *root = NULL;
+	const char *s;
+	size_t n;
+	int err;
+
+	if (!p || !json)
+		return mercury_err(EINVAL, "plan save: NULL argument");
+	*json = NULL;
+	err = plan_to_json(p, &root);
+	if (err)
+		return err;
+	s = json_object_to_json_string_length(root, JSON_C_TO_STRING_PRETTY |
+					      JSON_C_TO_STRING_SPACED |
+					      JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+	*json = s ? malloc(n + 2) : NULL;
+	if (*json) {
+		memcpy(*json, s, n);
+		(*json)[n++] = '\n';
+		(*json)[n] = '\0';
+		if (len)
+			*len = n;
+	}
+	json_object_put(root);
+	return *json ? 0 : mercury_err(ENOMEM, "plan: out of memory");
+}
+
 MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 				  const char *path)
 {
-	struct json_object *root, *arr, *o;
-	size_t i;
-	int err = 0;
+	size_t len;
+	char *buf;
+	FILE *f;
+	int err;
 
 	if (!p || !path)
 		return mercury_err(EINVAL, "plan save: NULL argument");
-	root = json_object_new_object();
-	arr = json_object_new_array();
-	if (!root || !arr) {
-		json_object_put(root);
-		json_object_put(arr);
-		return mercury_err(ENOMEM, "plan: out of memory");
+	err = mercury_plan_save_buf(p, &buf, &len);
+	if (err)
+		return err;
+	errno = 0;
+	f = fopen(path, "w");
+	if (!f || fwrite(buf, 1, len, f) != len || fflush(f) || ferror(f)) {
+		err = errno ? errno : EIO;
+		if (f)
+			fclose(f);
+		f = NULL;
+	} else if (fclose(f)) {
+		err = errno ? errno : EIO;
 	}
-	json_object_object_add(root, "priorities", arr);
-	for (i = 0; i < p->n; i++) {
-		o = json_object_new_object();
-		if (!o) {
-			err = mercury_err(ENOMEM, "plan: out of memory");
-			goto out;
-		}
-		json_object_object_add(o, "tensor",
-				       json_object_new_string(p->e[i].tensor));
-		json_object_object_add(o, "tag", json_object_new_int64(p->e[i].tag));
-		json_object_object_add(o, "bytes",
-				       json_object_new_int64(p->e[i].bytes));
-		json_object_object_add(o, "src", json_object_new_string(p->e[i].src));
-		json_object_object_add(o, "dst", json_object_new_string(p->e[i].dst));
-		json_object_array_add(arr, o);
-	}
-	if (json_object_to_file_ext(path, root, JSON_C_TO_STRING_PRETTY |
-				    JSON_C_TO_STRING_NOSLASHESCAPE) < 0)
-		err = mercury_err(EIO, "%s: cannot write: %s", path,
-				  json_util_get_last_err());
-out:
-	json_object_put(root);
-	return mercury_ret(err);
+	free(buf);
+	return err ? mercury_err(err, "%s: cannot write: %s", path,
+				 strerror(err)) : 0;
 }
 
 MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
@@ -649,12 +1324,28 @@ MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
 	if (!p || !tensor)
 		return mercury_err(EINVAL, "plan lookup: NULL argument");
 	e = plan_find(p, tensor);
-	if (!e) {
-		/* Not an error worth a log line: callers fall back to 0. */
-		errno = ENOENT;
-		return -ENOENT;
-	}
+	if (!e)
+		/* Expected by callers that fall back: no log line. */
+		return mercury_quiet(ENOENT, "plan: no tensor \"%s\"", tensor);
 	return e->tag;
+}
+
+MERCURY_API int mercury_plan_get_info(const struct mercury_plan *p,
+				      struct mercury_plan_info *info, size_t sz)
+{
+	struct mercury_plan_info i = { 0 };
+
+	if (!p || !info)
+		return mercury_err(EINVAL, "plan info: NULL argument");
+	i.format = p->format;
+	i.levels = p->levels ? p->levels : p->max_tag;
+	i.max_tag = p->max_tag;
+	i.source = p->source;
+	i.shift = p->shift;
+	i.mask = p->mask;
+	/* A caller built against an older header gets the fields it knows. */
+	memcpy(info, &i, sz < sizeof(i) ? sz : sizeof(i));
+	return 0;
 }
 
 MERCURY_API size_t mercury_plan_size(const struct mercury_plan *p)

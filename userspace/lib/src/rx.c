@@ -2,11 +2,16 @@
 /*
  * Reassembly: each connection is a byte stream of (header, payload) frames;
  * payload bytes go straight into the buffer of their tensor, which may be
- * filled by chunks from several connections in any order. A tensor is
- * complete when its received byte count reaches its total. Senders never
- * send a byte range twice, so headers announcing more bytes than the total
- * are a protocol error; that also guarantees no other connection is still
- * writing into a tensor when it completes.
+ * filled by chunks from several connections in any order. Senders never
+ * send a byte range twice: each header's range is checked against the
+ * ranges announced before it (kept merged, sorted by offset), and one that
+ * overlaps any of them is a protocol error. So when the received byte
+ * count reaches the total, every byte of the tensor was written exactly
+ * once, and no other connection is still writing into it.
+ *
+ * Memory: tensors in progress and completed ones not yet taken by
+ * mercury_rx_next() count against a budget (max_pending_bytes); a header
+ * that would exceed it is refused before anything is allocated.
  *
  * Completion order is the order in which this process reads the last byte
  * of each tensor. Within a connection that is stream order. Across
@@ -26,14 +31,21 @@
 #include "internal.h"
 
 #define DEFAULT_MAX_TENSOR	(4ULL << 30)
+#define DEFAULT_MAX_BYTES	(8ULL << 30)
 #define DEFAULT_MAX_PENDING	65536
 #define READ_BUF		(64 * 1024)
+
+/* Bytes [lo, hi) of a tensor, announced by headers. */
+struct span {
+	uint64_t lo, hi;
+};
 
 struct pending {
 	unsigned char *data;
 	uint64_t total;			/* bytes */
 	uint64_t got;			/* bytes received so far */
-	uint64_t reserved;		/* bytes announced by headers so far */
+	struct span *spans;		/* announced, merged, by offset */
+	size_t nspans, spans_cap;
 	uint32_t id;
 	uint16_t tag;
 };
@@ -56,6 +68,8 @@ struct mercury_rx {
 	struct mercury_tensor *done;	/* ring of completed tensors */
 	size_t done_head, done_cnt, done_cap;
 	uint64_t max_tensor;
+	uint64_t max_bytes;		/* budget of held tensor bytes */
+	uint64_t held;			/* pending + done, bytes */
 	size_t max_pending;
 	size_t rr;			/* rx_poll serves from here next time */
 	unsigned char *rbuf;		/* READ_BUF bytes */
@@ -79,6 +93,9 @@ MERCURY_API int mercury_rx_new(const struct mercury_rx_opts *opts,
 	rx->max_tensor = OPTS_GET(opts, max_tensor_bytes, 0);
 	if (!rx->max_tensor)
 		rx->max_tensor = DEFAULT_MAX_TENSOR;
+	rx->max_bytes = OPTS_GET(opts, max_pending_bytes, 0);
+	if (!rx->max_bytes)
+		rx->max_bytes = DEFAULT_MAX_BYTES;
 	rx->max_pending = OPTS_GET(opts, max_pending, 0);
 	if (!rx->max_pending)
 		rx->max_pending = DEFAULT_MAX_PENDING;
@@ -103,6 +120,7 @@ MERCURY_API void mercury_rx_free(struct mercury_rx *rx)
 		return;
 	for (i = 0; i < rx->npend; i++) {
 		free(rx->pend[i]->data);
+		free(rx->pend[i]->spans);
 		free(rx->pend[i]);
 	}
 	for (i = 0; i < rx->done_cnt; i++)
@@ -170,6 +188,12 @@ static int pend_get(struct mercury_rx *rx, const struct mercury_frame *f,
 	if (rx->npend >= rx->max_pending)
 		return mercury_err(ENOBUFS, "rx: %zu tensors already in progress",
 				   rx->npend);
+	if (f->total_len > rx->max_bytes - rx->held)
+		return mercury_err(ENOBUFS,
+				   "rx: tensor %u (%llu bytes) would exceed the budget of %llu bytes held (%llu held)",
+				   f->tensor_id, (unsigned long long)f->total_len,
+				   (unsigned long long)rx->max_bytes,
+				   (unsigned long long)rx->held);
 	if (rx->npend == rx->pend_cap) {
 		size_t cap = rx->pend_cap ? 2 * rx->pend_cap : 16;
 
@@ -189,8 +213,64 @@ static int pend_get(struct mercury_rx *rx, const struct mercury_frame *f,
 	p->id = f->tensor_id;
 	p->tag = f->tag;
 	p->total = f->total_len;
+	rx->held += p->total;
 	rx->pend[rx->npend++] = p;
 	*out = p;
+	return 0;
+}
+
+/*
+ * Record that bytes [lo, hi) of p are on their way; -EPROTO if any of them
+ * was announced before. O(log n) to find the place, a memmove to insert.
+ */
+static int span_claim(struct pending *p, uint64_t lo, uint64_t hi)
+{
+	size_t a = 0, b = p->nspans, i;
+	struct span *s;
+
+	if (lo == hi)
+		return 0;
+	while (a < b) {			/* first span ending after lo */
+		size_t m = a + (b - a) / 2;
+
+		if (p->spans[m].hi <= lo)
+			a = m + 1;
+		else
+			b = m;
+	}
+	i = a;
+	if (i < p->nspans && p->spans[i].lo < hi)
+		return mercury_err(EPROTO,
+				   "rx: tensor %u: bytes %llu..%llu announced twice",
+				   p->id, (unsigned long long)lo,
+				   (unsigned long long)hi);
+	if (i && p->spans[i - 1].hi == lo) {
+		p->spans[i - 1].hi = hi;
+		if (i < p->nspans && p->spans[i].lo == hi) {
+			p->spans[i - 1].hi = p->spans[i].hi;
+			memmove(&p->spans[i], &p->spans[i + 1],
+				(p->nspans - i - 1) * sizeof(*s));
+			p->nspans--;
+		}
+		return 0;
+	}
+	if (i < p->nspans && p->spans[i].lo == hi) {
+		p->spans[i].lo = lo;
+		return 0;
+	}
+	if (p->nspans == p->spans_cap) {
+		size_t cap = p->spans_cap ? 2 * p->spans_cap : 4;
+
+		s = realloc(p->spans, cap * sizeof(*s));
+		if (!s)
+			return mercury_err(ENOMEM, "rx: out of memory");
+		p->spans = s;
+		p->spans_cap = cap;
+	}
+	memmove(&p->spans[i + 1], &p->spans[i],
+		(p->nspans - i) * sizeof(*p->spans));
+	p->spans[i] = (struct span){ lo, hi };
+	p->nspans++;
 	return 0;
 }
 
@@ -224,6 +304,7 @@ static int pend_account(struct mercury_rx *rx, struct pending *p, uint64_t n)
 	rx->done_cnt++;
 	pend_find(rx, p->id, &i);
 	rx->pend[i] = rx->pend[--rx->npend];
+	free(p->spans);
 	free(p);
 	return 1;
 }
@@ -257,12 +338,12 @@ MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
 			err = pend_get(rx, &f, &c->cur);
 			if (err)
 				return err;
-			if (f.chunk_len > c->cur->total - c->cur->reserved)
-				return mercury_err(EPROTO,
-						   "rx: tensor %u: more bytes than its %llu",
-						   f.tensor_id,
-						   (unsigned long long)c->cur->total);
-			c->cur->reserved += f.chunk_len;
+			err = span_claim(c->cur, f.offset,
+					 f.offset + f.chunk_len);
+			if (err) {
+				c->cur = NULL;
+				return err;
+			}
 			c->off = f.offset;
 			c->left = f.chunk_len;
 			if (!f.chunk_len) {
@@ -306,10 +387,9 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 		r = read(c->fd, rx->rbuf, READ_BUF);
 	while (r < 0 && errno == EINTR);
 	if (r < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK) {
-			errno = EAGAIN;
-			return -EAGAIN;
-		}
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return mercury_quiet(EAGAIN, "rx: connection %zu has no bytes yet",
+					     conn);
 		return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
 				   strerror(errno));
 	}
@@ -319,8 +399,9 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 			return mercury_err(ECONNRESET,
 					   "rx: connection %zu closed inside a frame",
 					   conn);
-		errno = ENOTCONN;
-		return -ENOTCONN;
+		return mercury_quiet(ENOTCONN,
+				     "rx: connection %zu closed by the peer between frames",
+				     conn);
 	}
 	return mercury_rx_feed(rx, conn, rx->rbuf, r);
 }
@@ -343,8 +424,7 @@ MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)
 	}
 	if (!n) {
 		free(pfd);
-		errno = ENOTCONN;
-		return -ENOTCONN;
+		return mercury_quiet(ENOTCONN, "rx poll: every connection is closed");
 	}
 	r = poll(pfd, rx->nconns, timeout_ms);
 	if (r < 0) {
@@ -380,12 +460,11 @@ MERCURY_API int mercury_rx_next(struct mercury_rx *rx, struct mercury_tensor *t)
 {
 	if (!rx || !t)
 		return mercury_err(EINVAL, "rx next: NULL argument");
-	if (!rx->done_cnt) {
-		errno = EAGAIN;
-		return -EAGAIN;
-	}
+	if (!rx->done_cnt)
+		return mercury_quiet(EAGAIN, "rx next: no complete tensor yet");
 	*t = rx->done[rx->done_head];
 	rx->done_head = (rx->done_head + 1) % rx->done_cap;
 	rx->done_cnt--;
+	rx->held -= t->len;		/* the caller's now */
 	return 0;
 }

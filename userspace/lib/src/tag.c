@@ -1,6 +1,16 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * Socket tagging: write (tag & mask) << shift into SO_MARK or SO_PRIORITY.
+ * Socket tagging: write (tag & mask) << shift into SO_MARK or SO_PRIORITY,
+ * or into the DSCP field (the top six bits) of IP_TOS / IPV6_TCLASS.
+ *
+ * DSCP is the one source that survives the trip out of the host: mark and
+ * priority live in the skb and are gone once the packet leaves the network
+ * namespace (a veth, a tunnel, the wire), while the DSCP field is in the IP
+ * header itself. Writing it needs no capability. The byte written is
+ * ((tag & mask) << shift) << 2, so with the defaults (shift 0, mask 0x3f) the
+ * DSCP codepoint is the tag itself, which is what a qdisc that reads the top
+ * six bits of TOS/TCLASS as its tag expects. The low two bits are ECN; TCP
+ * keeps its own, whatever we write.
  *
  * The tagger caches the value it last wrote on each fd (an array indexed by
  * fd, grown on demand) so tagging per tensor costs a setsockopt only when
@@ -8,6 +18,7 @@
  * hence mercury_tagger_forget().
  */
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,25 +29,85 @@
 /* Cache slot: 0 = unknown, else CACHE_VALID | value written. */
 #define CACHE_VALID	(1ULL << 32)
 
+/* DSCP is the TOS/TCLASS byte without its two ECN bits. */
+#define DSCP_SHIFT	2
+
 struct mercury_tagger {
 	uint64_t *cache;		/* per fd, see CACHE_VALID */
 	size_t cache_len;		/* slots */
 	uint32_t mask;			/* tag bits, before shift */
 	uint32_t field;			/* mask << shift */
-	unsigned int shift;		/* bits */
+	unsigned int shift;		/* bits; DSCP: plus DSCP_SHIFT */
 	enum mercury_tag_source source;
 	bool keep_other_bits;
 	struct mercury_tagger_stats stats;
 };
 
-static int sockopt_name(const struct mercury_tagger *t)
+/*
+ * Where the value goes on fd: (level, name) for setsockopt, and the name to
+ * print. DSCP depends on the socket's family, which the caller may not know
+ * (gloo opens IPv4 or IPv6 sockets depending on how the host name
+ * resolves); an IPv6 socket talking to an IPv4-mapped peer sends IPv4
+ * packets, whose TOS comes from IP_TOS, so it needs both.
+ */
+struct sockopt_loc {
+	int level;
+	int name;
+	const char *str;
+	bool mapped;			/* AF_INET6 with an IPv4-mapped address */
+};
+
+static bool v4_mapped(int fd)
 {
-	return t->source == MERCURY_TAG_MARK ? SO_MARK : SO_PRIORITY;
+	struct sockaddr_in6 a;
+	socklen_t len = sizeof(a);
+
+	if (getpeername(fd, (struct sockaddr *)&a, &len) < 0) {
+		len = sizeof(a);
+		if (getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+			return false;
+	}
+	return a.sin6_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&a.sin6_addr);
 }
 
-static const char *sockopt_str(const struct mercury_tagger *t)
+static void loc_set(struct sockopt_loc *loc, int level, int name,
+		    const char *str)
 {
-	return t->source == MERCURY_TAG_MARK ? "SO_MARK" : "SO_PRIORITY";
+	loc->level = level;
+	loc->name = name;
+	loc->str = str;
+	loc->mapped = false;
+}
+
+static int sockopt_loc(const struct mercury_tagger *t, int fd,
+		       struct sockopt_loc *loc)
+{
+	socklen_t len = sizeof(int);
+	int family;
+
+	if (t->source == MERCURY_TAG_MARK) {
+		loc_set(loc, SOL_SOCKET, SO_MARK, "SO_MARK");
+		return 0;
+	}
+	if (t->source == MERCURY_TAG_PRIORITY) {
+		loc_set(loc, SOL_SOCKET, SO_PRIORITY, "SO_PRIORITY");
+		return 0;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len) < 0)
+		return mercury_err(errno, "getsockopt(%d, SO_DOMAIN): %s", fd,
+				   strerror(errno));
+	if (family == AF_INET) {
+		loc_set(loc, IPPROTO_IP, IP_TOS, "IP_TOS");
+		return 0;
+	}
+	if (family == AF_INET6) {
+		loc_set(loc, IPPROTO_IPV6, IPV6_TCLASS, "IPV6_TCLASS");
+		loc->mapped = v4_mapped(fd);
+		return 0;
+	}
+	return mercury_err(EAFNOSUPPORT,
+			   "fd %d: DSCP needs an IPv4 or IPv6 socket (family %d)",
+			   fd, family);
 }
 
 MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
@@ -55,11 +126,20 @@ MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
 	source = OPTS_GET(opts, source, MERCURY_TAG_MARK);
 	shift = OPTS_GET(opts, shift, 0);
 	mask = OPTS_GET(opts, mask, 0);
-	if (!mask)
-		mask = MERCURY_DEFAULT_MASK;
-	if (source != MERCURY_TAG_MARK && source != MERCURY_TAG_PRIORITY)
+	if (source != MERCURY_TAG_MARK && source != MERCURY_TAG_PRIORITY &&
+	    source != MERCURY_TAG_DSCP)
 		return mercury_err(EINVAL, "tagger: unknown tag source %d",
 				   source);
+	if (!mask)
+		mask = source == MERCURY_TAG_DSCP ? MERCURY_DSCP_MASK :
+			MERCURY_DEFAULT_MASK;
+	if (source == MERCURY_TAG_DSCP) {
+		if (shift > 5 || ((uint64_t)mask << shift) > MERCURY_DSCP_MASK)
+			return mercury_err(EINVAL,
+					   "tagger: mask 0x%x << shift %u does not fit the 6 DSCP bits",
+					   mask, shift);
+		shift += DSCP_SHIFT;
+	}
 	if (shift > 31 || ((uint64_t)mask << shift) > UINT32_MAX)
 		return mercury_err(EINVAL,
 				   "tagger: mask 0x%x << shift %u does not fit 32 bits",
@@ -115,9 +195,11 @@ MERCURY_API int mercury_tag_opts_from_env(struct mercury_tag_opts *opts)
 			opts->source = MERCURY_TAG_MARK;
 		else if (!strcmp(src, "priority"))
 			opts->source = MERCURY_TAG_PRIORITY;
+		else if (!strcmp(src, "dscp"))
+			opts->source = MERCURY_TAG_DSCP;
 		else
 			return mercury_err(EINVAL,
-					   "MERCURY_TAG_SOURCE=%s: expected mark or priority",
+					   "MERCURY_TAG_SOURCE=%s: expected mark, priority or dscp",
 					   src);
 	}
 	err = env_uint("MERCURY_SHIFT", &v);
@@ -180,6 +262,8 @@ static int perm_error(const struct mercury_tagger *t, uint32_t value)
 				   "without it use source priority with tags 0..6, "
 				   "or have the administrator set the mark by port "
 				   "(nft ... meta mark set)");
+	if (t->source == MERCURY_TAG_DSCP)
+		return mercury_err(EPERM, "DSCP 0x%x: refused (EPERM)", value);
 	return mercury_err(EPERM,
 			   "SO_PRIORITY %u needs CAP_NET_ADMIN (or CAP_NET_RAW); "
 			   "without it only "
@@ -189,11 +273,38 @@ static int perm_error(const struct mercury_tagger *t, uint32_t value)
 
 static int get_value(const struct mercury_tagger *t, int fd, uint32_t *v)
 {
+	struct sockopt_loc loc;
 	socklen_t len = sizeof(*v);
+	int err;
 
-	if (getsockopt(fd, SOL_SOCKET, sockopt_name(t), v, &len) < 0)
+	err = sockopt_loc(t, fd, &loc);
+	if (err)
+		return err;
+	*v = 0;
+	if (getsockopt(fd, loc.level, loc.name, v, &len) < 0)
 		return mercury_err(errno, "getsockopt(%d, %s): %s", fd,
-				   sockopt_str(t), strerror(errno));
+				   loc.str, strerror(errno));
+	return 0;
+}
+
+static int set_value(const struct mercury_tagger *t, int fd, uint32_t value)
+{
+	struct sockopt_loc loc;
+	int err;
+
+	err = sockopt_loc(t, fd, &loc);
+	if (err)
+		return err;
+	if (setsockopt(fd, loc.level, loc.name, &value, sizeof(value)) < 0 ||
+	    (loc.mapped && setsockopt(fd, IPPROTO_IP, IP_TOS, &value,
+				      sizeof(value)) < 0)) {
+		err = errno;
+		if (err == EPERM)
+			return perm_error(t, value);
+		return mercury_err(err, "setsockopt(%d, %s, %u): %s", fd,
+				   loc.mapped ? "IP_TOS" : loc.str, value,
+				   strerror(err));
+	}
 	return 0;
 }
 
@@ -227,14 +338,10 @@ MERCURY_API int mercury_tag_socket(struct mercury_tagger *t, int fd,
 		return 0;
 
 	t->stats.syscalls++;
-	if (setsockopt(fd, SOL_SOCKET, sockopt_name(t), &value,
-		       sizeof(value)) < 0) {
-		err = errno;
+	err = set_value(t, fd, value);
+	if (err) {
 		*slot = 0;
-		if (err == EPERM)
-			return perm_error(t, value);
-		return mercury_err(err, "setsockopt(%d, %s, %u): %s", fd,
-				   sockopt_str(t), value, strerror(err));
+		return err;
 	}
 	*slot = CACHE_VALID | value;
 	return 0;
@@ -273,12 +380,7 @@ MERCURY_API int mercury_tagger_probe(const struct mercury_tagger *t,
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return mercury_err(errno, "probe: socket: %s", strerror(errno));
-	err = 0;
-	if (setsockopt(fd, SOL_SOCKET, sockopt_name(t), &value,
-		       sizeof(value)) < 0)
-		err = errno == EPERM ? perm_error(t, value) :
-			mercury_err(errno, "probe: setsockopt(%s, %u): %s",
-				    sockopt_str(t), value, strerror(errno));
+	err = set_value(t, fd, value);
 	close(fd);
 	return mercury_ret(err);
 }

@@ -27,6 +27,9 @@ static size_t read_names(const char *path, const char *after, char names[][64],
 			q = strchr(p, '(');
 			if (!q)
 				continue;
+			for (p = q; p > line && (isalnum((unsigned char)p[-1]) ||
+						 p[-1] == '_'); p--)
+				;
 		} else {
 			q = strchr(p, ';');
 			if (!q)
@@ -56,7 +59,8 @@ static void test_exports(void **state)
 {
 	static char map[128][64], hdr[128][64];
 	static const char *const hidden[] = {
-		"mercury_err", "mercury_pr", "mercury_opts_check",
+		"mercury_err", "mercury_quiet", "mercury_pr",
+		"mercury_opts_check",
 	};
 	size_t nm, nh, i;
 	void *h;
@@ -79,7 +83,7 @@ static void test_exports(void **state)
 		if (dlsym(h, hidden[i]))
 			fail_msg("internal %s is exported", hidden[i]);
 	assert_string_equal(((const char *(*)(void))dlsym(h,
-			    "mercury_version"))(), "0.1");
+			    "mercury_version"))(), MERCURY_VERSION_STRING);
 	dlclose(h);
 }
 

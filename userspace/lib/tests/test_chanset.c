@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <linux/sockios.h>
 
 #include "helpers.h"
@@ -792,6 +794,176 @@ static void test_send_manual_eagain(void **state)
 	}
 }
 
+/*
+ * Run fn in a child with SIGPIPE at its default action and a 20 s alarm:
+ * a library call that raises SIGPIPE or never returns kills the child, and
+ * the test sees a signal instead of exit code 0.
+ */
+static void in_child(int (*fn)(void), const char *what)
+{
+	pid_t pid = fork();
+	int st;
+
+	assert_true(pid >= 0);
+	if (!pid) {
+		signal(SIGPIPE, SIG_DFL);
+		alarm(20);
+		_exit(fn());
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fail_msg("%s: child %s %d", what,
+			 WIFSIGNALED(st) ? "killed by signal" : "exited",
+			 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+/* A connection whose peer never reads: small window, large send buffer. */
+static void stalled_pair(int c[2], int sndbuf)
+{
+	unsigned short port;
+	int l = listen_lo(4096, &port);
+
+	c[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c[0] >= 0);
+	if (sndbuf)
+		assert_int_equal(setsockopt(c[0], SOL_SOCKET, SO_SNDBUF,
+					    &sndbuf, sizeof(sndbuf)), 0);
+	close(c[0]);
+	c[0] = connect_lo(port);
+	if (sndbuf)
+		assert_int_equal(setsockopt(c[0], SOL_SOCKET, SO_SNDBUF,
+					    &sndbuf, sizeof(sndbuf)), 0);
+	c[1] = accept(l, NULL, NULL);
+	assert_true(c[1] >= 0);
+	close(l);
+}
+
+/* The peer closed: -EPIPE or -ECONNRESET with a message, no SIGPIPE. */
+static int send_to_closed_peer(void)
+{
+	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true);
+	static char buf[1 << 20];
+	struct mercury_chanset *cs;
+	int c[2], err = 0, i;
+
+	tcp_pair(c);
+	close(c[1]);
+	if (mercury_chanset_new(c, 1, &o, &cs))
+		return 2;
+	for (i = 0; i < 8 && !err; i++)
+		err = mercury_chanset_send(cs, i, 1, buf, sizeof(buf));
+	if (err != -EPIPE && err != -ECONNRESET)
+		return 3;
+	if (!strstr(mercury_last_error(), "write on fd"))
+		return 4;
+	mercury_chanset_free(cs);
+	close(c[0]);
+	return 0;
+}
+
+/* The peer stopped reading: the write gives up after timeout_ms. */
+static int send_to_stalled_peer(void)
+{
+	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true,
+		     .timeout_ms = 300);
+	static char buf[64 << 20];
+	struct mercury_chanset *cs;
+	int c[2], err;
+
+	stalled_pair(c, 0);
+	if (mercury_chanset_new(c, 1, &o, &cs))
+		return 2;
+	err = mercury_chanset_send(cs, 1, 1, buf, sizeof(buf));
+	if (err != -ETIMEDOUT || errno != ETIMEDOUT)
+		return 3;
+	if (!strstr(mercury_last_error(), "took no bytes for 300 ms"))
+		return 4;
+	mercury_chanset_free(cs);
+	close(c[0]);
+	close(c[1]);
+	return 0;
+}
+
+/*
+ * Tag 2's bytes sit unsent on the only connection (the peer's window is
+ * shut): tag 3 can never go without re-tagging them. The wait ends.
+ */
+static int pick_behind_stuck_bytes(void)
+{
+	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true,
+		     .timeout_ms = 300);
+	static char buf[256 << 10];
+	struct mercury_chanset *cs;
+	int c[2], err;
+
+	stalled_pair(c, 4 << 20);
+	if (mercury_chanset_new(c, 1, &o, &cs))
+		return 2;
+	if (mercury_chanset_send(cs, 1, 2, buf, sizeof(buf)))
+		return 3;
+	err = mercury_chanset_send(cs, 2, 3, "x", 1);
+	if (err != -ETIMEDOUT)
+		return 4;
+	if (!strstr(mercury_last_error(), "could take tag 3 for 300 ms"))
+		return 5;
+	mercury_chanset_free(cs);
+	close(c[0]);
+	close(c[1]);
+	return 0;
+}
+
+/*
+ * A listener that accepts nothing and whose accept queue is full drops
+ * new SYNs: connect would retry for two minutes. It gives up in time.
+ */
+static int connect_to_full_listener(void)
+{
+	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true,
+		     .timeout_ms = 300);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct mercury_chanset *cs;
+	unsigned short port;
+	int l, fill[4], i;
+	char portstr[8];
+
+	l = listen_lo(0, &port);
+	if (listen(l, 0))
+		return 2;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (i = 0; i < 4; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	usleep(100000);
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	if (mercury_chanset_connect("127.0.0.1", portstr, 1, &o, &cs) !=
+	    -ETIMEDOUT)
+		return 3;
+	if (!strstr(mercury_last_error(), portstr))
+		return 4;
+	for (i = 0; i < 4; i++)
+		close(fill[i]);
+	close(l);
+	return 0;
+}
+
+static void test_peer_failures(void **state)
+{
+	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true,
+		     .timeout_ms = -1);
+	struct mercury_chanset *cs = (void *)1;
+	int fd = 0;
+
+	(void)state;
+	in_child(send_to_closed_peer, "peer closed");
+	in_child(send_to_stalled_peer, "peer stalled");
+	in_child(pick_behind_stuck_bytes, "bytes stuck");
+	in_child(connect_to_full_listener, "connect");
+	assert_int_equal(mercury_chanset_new(&fd, 1, &o, &cs), -EINVAL);
+	assert_null(cs);
+}
+
 static void test_errors(void **state)
 {
 	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true);
@@ -835,6 +1007,7 @@ int main(void)
 		cmocka_unit_test(test_send_never_retags_priority),
 		cmocka_unit_test(test_send_manual_eagain),
 		cmocka_unit_test(test_send_end_to_end),
+		cmocka_unit_test(test_peer_failures),
 		cmocka_unit_test(test_errors),
 	};
 

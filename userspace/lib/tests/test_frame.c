@@ -179,6 +179,40 @@ static void test_reassembly_errors(void **state)
 	assert_int_equal(mercury_rx_feed(rx, 0, s, n), -EPROTO);
 	mercury_rx_free(rx);
 
+	/*
+	 * Two frames over the same half add up to the total: by byte count
+	 * the tensor would be complete with its other half never written.
+	 * Coverage says no, on one connection or across two.
+	 */
+	for (int conns = 1; conns <= 2; conns++) {
+		assert_int_equal(mercury_rx_new(NULL, &rx), 0);
+		mercury_rx_add(rx, -1);
+		mercury_rx_add(rx, -1);
+		n = frames(s, 5, 1, d, 64, 0, 32, 32);
+		assert_int_equal(mercury_rx_feed(rx, 0, s, n), 0);
+		n = frames(s, 5, 1, d, 64, 16, 48, 32);
+		assert_int_equal(mercury_rx_feed(rx, conns - 1, s, n), -EPROTO);
+		assert_non_null(strstr(mercury_last_error(),
+				       "bytes 16..48 announced twice"));
+		assert_int_equal(mercury_rx_next(rx, &t), -EAGAIN);
+		mercury_rx_free(rx);
+	}
+
+	/* Abutting ranges in any order merge and complete exactly once. */
+	assert_int_equal(mercury_rx_new(NULL, &rx), 0);
+	mercury_rx_add(rx, -1);
+	n = frames(s, 9, 1, d, 64, 48, 64, 16);
+	n += frames(s + n, 9, 1, d, 64, 0, 16, 16);
+	n += frames(s + n, 9, 1, d, 64, 32, 48, 16);
+	assert_int_equal(mercury_rx_feed(rx, 0, s, n), 0);
+	n = frames(s, 9, 1, d, 64, 16, 32, 16);
+	assert_int_equal(mercury_rx_feed(rx, 0, s, n), 1);
+	assert_int_equal(mercury_rx_next(rx, &t), 0);
+	assert_int_equal(t.len, 64);
+	assert_memory_equal(t.data, d, 64);
+	mercury_tensor_release(&t);
+	mercury_rx_free(rx);
+
 	/* A second chunk disagreeing on the total. */
 	assert_int_equal(mercury_rx_new(NULL, &rx), 0);
 	mercury_rx_add(rx, -1);
@@ -205,6 +239,32 @@ static void test_reassembly_errors(void **state)
 	assert_int_equal(mercury_rx_feed(rx, 0, s, MERCURY_FRAME_HDR_LEN),
 			 -EMSGSIZE);
 	mercury_rx_free(rx);
+
+	/*
+	 * The memory budget counts tensors in progress and completed ones
+	 * not yet taken; taking one frees its share.
+	 */
+	{
+		MERCURY_OPTS(mercury_rx_opts, ob, .max_pending_bytes = 100);
+
+		assert_int_equal(mercury_rx_new(&ob, &rx), 0);
+		mercury_rx_add(rx, -1);
+		n = frames(s, 10, 1, d, 64, 0, 64, 64);
+		assert_int_equal(mercury_rx_feed(rx, 0, s, n), 1);
+		n = frames(s, 11, 1, d, 64, 0, 64, 64);
+		assert_int_equal(mercury_rx_feed(rx, 0, s, n), -ENOBUFS);
+		assert_non_null(strstr(mercury_last_error(), "budget of 100"));
+		mercury_rx_free(rx);
+		assert_int_equal(mercury_rx_new(&ob, &rx), 0);
+		mercury_rx_add(rx, -1);
+		n = frames(s, 10, 1, d, 64, 0, 64, 64);
+		assert_int_equal(mercury_rx_feed(rx, 0, s, n), 1);
+		assert_int_equal(mercury_rx_next(rx, &t), 0);
+		mercury_tensor_release(&t);
+		n = frames(s, 11, 1, d, 64, 0, 64, 64);
+		assert_int_equal(mercury_rx_feed(rx, 0, s, n), 1);
+		mercury_rx_free(rx);
+	}
 
 	/* An empty tensor completes on its header alone. */
 	assert_int_equal(mercury_rx_new(NULL, &rx), 0);

@@ -72,6 +72,30 @@ static const struct bad_case bad[] = {
 	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1},"
 	  "{\"tensor\": \"a\", \"tag\": 2}]}", EINVAL,
 	  "priorities[1]: tensor \"a\" appears twice" },
+	/* format 1: the version, levels and tag settings are checked */
+	{ "{\"mercury_plan\": 2, \"levels\": 1, \"priorities\": []}",
+	  EPROTONOSUPPORT, "plan format 2 is not supported (this libmercury reads 0..1)" },
+	{ "{\"mercury_plan\": 0, \"priorities\": []}", EPROTONOSUPPORT,
+	  "plan format 0 is not supported" },
+	{ "{\"mercury_plan\": \"1\", \"priorities\": []}", EINVAL,
+	  "\"mercury_plan\" (the format version) must be an integer" },
+	{ "{\"mercury_plan\": 1, \"priorities\": []}", EINVAL,
+	  "format 1 needs \"levels\"" },
+	{ "{\"mercury_plan\": 1, \"levels\": 65536, \"priorities\": []}",
+	  ERANGE, "\"levels\" 65536 outside 0..65535" },
+	{ "{\"mercury_plan\": 1, \"levels\": 2, \"priorities\": ["
+	  "{\"tensor\": \"a\", \"tag\": 3}]}", ERANGE,
+	  "priorities[0] (a): tag 3 above the plan's levels (2)" },
+	{ "{\"mercury_plan\": 1, \"levels\": 1, \"tag_source\": \"tos\","
+	  " \"priorities\": []}", EINVAL,
+	  "\"tag_source\" must be \"mark\", \"priority\" or \"dscp\"" },
+	{ "{\"mercury_plan\": 1, \"levels\": 1, \"shift\": 32,"
+	  " \"priorities\": []}", ERANGE, "\"shift\" 32 outside 0..31" },
+	{ "{\"mercury_plan\": 1, \"levels\": 1, \"mask\": 0,"
+	  " \"priorities\": []}", ERANGE, "\"mask\" 0 outside" },
+	{ "{\"mercury_plan\": 1, \"levels\": 64, \"tag_source\": \"dscp\","
+	  " \"priorities\": []}", ERANGE,
+	  "64 levels do not fit mask 0x3f; squeeze the plan to 63 levels" },
 };
 
 static void test_load_bad(void **state)
@@ -108,6 +132,15 @@ static void test_load_bad(void **state)
 			 -ENOENT);
 	assert_non_null(strstr(mercury_last_error(), "/nonexistent/plan.json"));
 	assert_int_equal(mercury_plan_load(TESTDATA, &p), -EISDIR);
+	/* An endless input is refused after a bound, not read until memory
+	 * runs out; the profile reader shares the bound.
+	 */
+	assert_int_equal(mercury_plan_load("/dev/zero", &p), -EFBIG);
+	assert_null(p);
+	assert_non_null(strstr(mercury_last_error(), "/dev/zero: longer than"));
+	assert_int_equal(mercury_plan_from_profile("/dev/zero", NULL, &p),
+			 -EFBIG);
+	assert_null(p);
 }
 
 /* ---- default plan from profiles ----------------------------------------- */
@@ -332,6 +365,63 @@ static void test_profile_group_levels(void **state)
 	assert_non_null(strstr(mercury_last_error(), "not a profile"));
 }
 
+/*
+ * A tied tensor (profiles/README.md) is listed once, under the owner that
+ * forward calls first, with shared_with naming the others: it is needed at
+ * call 0 although backward completes it last, so it is the most urgent
+ * tensor of its plan, and its bytes count once.
+ */
+static void test_profile_tied(void **state)
+{
+	static const char * const models[] = { "gpt2", "gpt2_xl", "bert_large" };
+	struct json_object *root, *grads, *g, *v;
+	struct mercury_plan_entry e;
+	struct mercury_plan *p;
+	char path[512];
+	size_t m, i, n, ntied, hits;
+
+	(void)state;
+	for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
+		snprintf(path, sizeof(path), PROFILES "/h200/%s.json",
+			 models[m]);
+		assert_int_equal(mercury_plan_from_profile(path, NULL, &p), 0);
+		root = json_object_from_file(path);
+		assert_non_null(root);
+		assert_true(json_object_object_get_ex(root, "grad_ready",
+						      &grads));
+		n = json_object_array_length(grads);
+		ntied = 0;
+		for (i = 0; i < n; i++) {
+			const char *name;
+			long long numel;
+
+			g = json_object_array_get_idx(grads, i);
+			if (!json_object_object_get_ex(g, "shared_with", &v))
+				continue;
+			ntied++;
+			/* ready last in backward, yet the most urgent */
+			assert_int_equal(i, n - 1);
+			json_object_object_get_ex(g, "param", &v);
+			name = json_object_get_string(v);
+			assert_int_equal(mercury_plan_lookup(p, name), 1);
+			json_object_object_get_ex(g, "numel", &v);
+			numel = json_object_get_int64(v);
+			hits = 0;
+			for (size_t k = 0; k < mercury_plan_size(p); k++) {
+				mercury_plan_entry(p, k, &e);
+				if (strcmp(e.tensor, name))
+					continue;
+				hits++;
+				assert_int_equal(e.bytes, 4 * numel);
+			}
+			assert_int_equal(hits, 1);
+		}
+		assert_int_equal(ntied, 1);
+		json_object_put(root);
+		mercury_plan_free(p);
+	}
+}
+
 static void test_save_roundtrip(void **state)
 {
 	char path[] = "/tmp/mercury-plan-save-XXXXXX";
@@ -362,6 +452,326 @@ static void test_save_roundtrip(void **state)
 	mercury_plan_free(q);
 }
 
+/* ---- the plan format ---------------------------------------------------- */
+
+static char *save_text(const struct mercury_plan *p)
+{
+	size_t len;
+	char *s;
+
+	assert_int_equal(mercury_plan_save_buf(p, &s, &len), 0);
+	assert_int_equal(strlen(s), len);
+	return s;
+}
+
+/* Builder -> file -> load gives the same entries, levels, settings, extras. */
+static void test_format_roundtrip(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, to, .source = MERCURY_TAG_PRIORITY,
+		     .shift = 4, .mask = 0xff);
+	static const struct mercury_plan_entry in[] = {
+		{ "conv1.weight", 1, 37632, "gpu0", "ps0" },
+		{ "bn1.weight", 2, 256, NULL, NULL },
+		{ "fc.weight", 5, 8192000, "gpu1", "ps1" },
+	};
+	char path[] = "/tmp/mercury-plan-fmt-XXXXXX", *a, *b;
+	struct mercury_plan_entry e, dup = in[1];
+	struct mercury_plan_info info;
+	struct mercury_plan *p, *q;
+	struct json_object *j, *v;
+	size_t i;
+	int fd;
+
+	(void)state;
+	assert_int_equal(mercury_plan_new(&p), 0);
+	assert_int_equal(mercury_plan_set_tag_opts(p, &to), 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(mercury_plan_add(p, &in[i]), 0);
+	/* a name twice, a tag out of range, a reserved key: refused */
+	assert_int_equal(mercury_plan_add(p, &dup), -EEXIST);
+	assert_non_null(strstr(mercury_last_error(), "\"bn1.weight\" is already"));
+	dup.tensor = "x";
+	dup.tag = 0;
+	assert_int_equal(mercury_plan_add(p, &dup), -ERANGE);
+	assert_int_equal(mercury_plan_set_extra(p, "levels", "3"), -EINVAL);
+	assert_int_equal(mercury_plan_set_extra(p, "placement", "{"), -EINVAL);
+	assert_int_equal(mercury_plan_set_extra(p, "placement",
+			 "{\"conv1\": \"gpu0\", \"fc\": \"gpu1\"}"), 0);
+	assert_int_equal(mercury_plan_set_extra(p, "step_time_ms", "45.5575"), 0);
+	assert_int_equal(mercury_plan_set_levels(p, 6), 0);	/* no squeeze */
+	assert_int_equal(mercury_plan_max_tag(p), 5);
+	dup.tag = 7;
+	assert_int_equal(mercury_plan_add(p, &dup), -ERANGE);
+	assert_non_null(strstr(mercury_last_error(), "above the plan's 6 levels"));
+	/* levels must fit the mask */
+	assert_int_equal(mercury_plan_set_levels(p, 256), -ERANGE);
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(mercury_plan_save(p, path), 0);
+	j = json_object_from_file(path);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "mercury_plan", &v));
+	assert_int_equal(json_object_get_int(v), MERCURY_PLAN_FORMAT);
+	assert_true(json_object_object_get_ex(j, "levels", &v));
+	assert_int_equal(json_object_get_int(v), 6);
+	assert_true(json_object_object_get_ex(j, "tag_source", &v));
+	assert_string_equal(json_object_get_string(v), "priority");
+	assert_true(json_object_object_get_ex(j, "mask", &v));
+	assert_int_equal(json_object_get_int(v), 0xff);
+	json_object_put(j);
+
+	assert_int_equal(mercury_plan_load(path, &q), 0);
+	assert_int_equal(mercury_plan_get_info(q, &info, sizeof(info)), 0);
+	assert_int_equal(info.format, 1);
+	assert_int_equal(info.levels, 6);
+	assert_int_equal(info.max_tag, 5);
+	assert_int_equal(info.source, MERCURY_TAG_PRIORITY);
+	assert_int_equal(info.shift, 4);
+	assert_int_equal(info.mask, 0xff);
+	assert_int_equal(mercury_plan_size(q), 3);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(mercury_plan_entry(q, i, &e), 0);
+		assert_string_equal(e.tensor, in[i].tensor);
+		assert_int_equal(e.tag, in[i].tag);
+		assert_int_equal(e.bytes, in[i].bytes);
+		assert_string_equal(e.src, in[i].src ? in[i].src : "");
+		assert_string_equal(e.dst, in[i].dst ? in[i].dst : "");
+		assert_int_equal(mercury_plan_lookup(q, e.tensor), e.tag);
+	}
+	/* the extras come back as written: saving again is the same text */
+	a = save_text(p);
+	b = save_text(q);
+	assert_string_equal(a, b);
+	assert_non_null(strstr(a, "\"step_time_ms\": 45.5575"));
+	assert_non_null(strstr(a, "\"fc\": \"gpu1\""));
+	free(a);
+	free(b);
+	unlink(path);
+	mercury_plan_free(p);
+	mercury_plan_free(q);
+}
+
+/* A plan written by hand to the documented format (tagger.md) reads back. */
+static void test_format_file(void **state)
+{
+	MERCURY_OPTS(mercury_plan_load_opts, lo, .levels = 2);
+	struct mercury_plan_info info;
+	struct mercury_plan *p;
+	char *s;
+
+	(void)state;
+	assert_int_equal(mercury_plan_load(TESTDATA "/plan_v1.json", &p), 0);
+	assert_int_equal(mercury_plan_get_info(p, &info, sizeof(info)), 0);
+	assert_int_equal(info.format, 1);
+	assert_int_equal(info.levels, 4);
+	assert_int_equal(info.max_tag, 3);
+	assert_int_equal(info.source, MERCURY_TAG_PRIORITY);
+	assert_int_equal(info.mask, 7);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.bias"), 2);
+	s = save_text(p);
+	assert_non_null(strstr(s, "\"placement\": {"));
+	assert_non_null(strstr(s, "\"levels\": 4,"));
+	free(s);
+	mercury_plan_free(p);
+	/* 3 tags, 2 allowed: refused; squeezed, ties stay ties */
+	assert_int_equal(mercury_plan_load_opts(TESTDATA "/plan_v1.json", &lo,
+						&p), -ERANGE);
+	lo.squeeze = true;
+	assert_int_equal(mercury_plan_load_opts(TESTDATA "/plan_v1.json", &lo,
+						&p), 0);
+	assert_int_equal(mercury_plan_lookup(p, "conv1.weight"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.weight"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.bias"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "fc.weight"), 2);
+	assert_int_equal(mercury_plan_get_info(p, &info, sizeof(info)), 0);
+	assert_int_equal(info.levels, 2);
+	mercury_plan_free(p);
+}
+
+/* A solver plan from before the format (no version key) still loads. */
+static void test_format0(void **state)
+{
+	struct mercury_plan_info info;
+	struct mercury_plan *p, *q;
+	char *s;
+
+	(void)state;
+	assert_int_equal(mercury_plan_load(TESTDATA "/plan_ok.json", &p), 0);
+	memset(&info, 0xff, sizeof(info));
+	assert_int_equal(mercury_plan_get_info(p, &info, sizeof(info)), 0);
+	assert_int_equal(info.format, 0);
+	assert_int_equal(info.levels, 65535);
+	assert_int_equal(info.source, MERCURY_TAG_MARK);
+	assert_int_equal(info.shift, 0);
+	assert_int_equal(info.mask, 0xffff);
+	/* saved again, it is a format 1 plan that keeps the solver's keys */
+	s = save_text(p);
+	assert_int_equal(mercury_plan_load_buf(s, strlen(s), &q), 0);
+	assert_int_equal(mercury_plan_get_info(q, &info, sizeof(info)), 0);
+	assert_int_equal(info.format, 1);
+	assert_int_equal(info.levels, 65535);
+	assert_non_null(strstr(s, "\"model\": \"resnet50\""));
+	assert_non_null(strstr(s, "\"placement\": {"));
+	assert_int_equal(mercury_plan_lookup(q, "fc.weight"), 65535);
+	free(s);
+	mercury_plan_free(q);
+	mercury_plan_free(p);
+}
+
+/*
+ * A plan wider than the caller's limit is refused with a message, or
+ * squeezed when asked, by the rank rule of mercury_plan_opts.levels.
+ */
+static void test_levels_limit(void **state)
+{
+	MERCURY_OPTS(mercury_plan_load_opts, lo, .levels = 8);
+	MERCURY_OPTS(mercury_plan_opts, po, .levels = 8);
+	char path[] = "/tmp/mercury-plan-lim-XXXXXX";
+	struct mercury_plan *full, *p, *want;
+	struct mercury_plan_entry e, f;
+	struct mercury_plan_info info;
+	size_t i, n;
+	int fd;
+
+	(void)state;
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/resnet50.json",
+						   NULL, &full), 0);
+	n = mercury_plan_size(full);
+	assert_int_equal(mercury_plan_max_tag(full), 161);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(mercury_plan_save(full, path), 0);
+
+	p = (void *)1;
+	assert_int_equal(mercury_plan_load_opts(path, &lo, &p), -ERANGE);
+	assert_null(p);
+	assert_non_null(strstr(mercury_last_error(),
+			       "tags go up to 161, more than the 8 levels allowed"));
+	assert_non_null(strstr(mercury_last_error(), path));
+	/* within the limit: loads as it is */
+	lo.levels = 161;
+	assert_int_equal(mercury_plan_load_opts(path, &lo, &p), 0);
+	assert_int_equal(mercury_plan_max_tag(p), 161);
+	mercury_plan_free(p);
+
+	lo.levels = 8;
+	lo.squeeze = true;
+	assert_int_equal(mercury_plan_load_opts(path, &lo, &p), 0);
+	assert_int_equal(mercury_plan_get_info(p, &info, sizeof(info)), 0);
+	assert_int_equal(info.max_tag, 8);
+	assert_int_equal(info.levels, 8);
+	/* the same tags as squeezing at build time, the same order */
+	assert_int_equal(mercury_plan_from_profile(PROFILES "/h200/resnet50.json",
+						   &po, &want), 0);
+	for (i = 0; i < n; i++) {
+		mercury_plan_entry(full, i, &e);
+		mercury_plan_entry(p, i, &f);
+		assert_string_equal(e.tensor, f.tensor);
+		assert_int_equal(f.tag, 1 + (e.tag - 1) * 8 / 161);
+		assert_int_equal(f.tag, mercury_plan_lookup(want, f.tensor));
+	}
+	mercury_plan_free(want);
+	mercury_plan_free(p);
+
+	/* sparse tags: ranked first (1, 2, 3, 65535 -> 1, 2, 3, 4 or 1, 1, 2, 2) */
+	assert_int_equal(mercury_plan_load_opts(TESTDATA "/plan_ok.json", &lo,
+						&p), 0);
+	assert_int_equal(mercury_plan_lookup(p, "fc.weight"), 4);
+	assert_int_equal(mercury_plan_lookup(p, "bn1.weight"), 3);
+	mercury_plan_free(p);
+	lo.levels = 2;
+	{
+		static const char sparse[] = "{\"priorities\": ["
+			"{\"tensor\": \"a\", \"tag\": 1}, {\"tensor\": \"b\", \"tag\": 2},"
+			"{\"tensor\": \"c\", \"tag\": 3}, {\"tensor\": \"d\", \"tag\": 9}]}";
+
+		assert_int_equal(mercury_plan_load_buf_opts(sparse,
+				 sizeof(sparse) - 1, &lo, &p), 0);
+	}
+	assert_int_equal(mercury_plan_lookup(p, "a"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "b"), 1);
+	assert_int_equal(mercury_plan_lookup(p, "c"), 2);
+	assert_int_equal(mercury_plan_lookup(p, "d"), 2);
+	mercury_plan_free(p);
+	/* squeeze without a limit is a mistake, not a no-op */
+	lo.levels = 0;
+	assert_int_equal(mercury_plan_load_opts(path, &lo, &p), -EINVAL);
+	assert_non_null(strstr(mercury_last_error(), "squeeze needs levels"));
+	unlink(path);
+
+	/* the builder squeezes by the same rule */
+	assert_int_equal(mercury_plan_set_levels(full, 8), 0);
+	assert_int_equal(mercury_plan_max_tag(full), 8);
+	mercury_plan_free(full);
+}
+
+/* A missing name is -ENOENT and the message names it. */
+static void test_lookup_missing(void **state)
+{
+	struct mercury_plan *p;
+
+	(void)state;
+	assert_int_equal(mercury_plan_load(TESTDATA "/plan_ok.json", &p), 0);
+	assert_int_equal(mercury_plan_lookup(p, "layer9.weight"), -ENOENT);
+	assert_int_equal(errno, ENOENT);
+	assert_string_equal(mercury_last_error(),
+			    "plan: no tensor \"layer9.weight\"");
+	mercury_plan_free(p);
+}
+
+/* Gradient bytes follow the profile's dtype; fp32 when none is given. */
+static void test_profile_dtype(void **state)
+{
+	char dir[] = "/tmp/mercury-dtype-XXXXXX", path[64];
+	struct mercury_plan *p;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mercury_dtype_size("float32"), 4);
+	assert_int_equal(mercury_dtype_size("torch.bfloat16"), 2);
+	assert_int_equal(mercury_dtype_size("float16"), 2);
+	assert_int_equal(mercury_dtype_size("float64"), 8);
+	assert_int_equal(mercury_dtype_size("complex32"), -EINVAL);
+	assert_non_null(strstr(mercury_last_error(), "\"complex32\" unknown"));
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/p.json", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"grad_dtype\": \"bfloat16\", \"forward_calls\": [{\"module\": \"a\"},"
+	      " {\"module\": \"b\"}], \"grad_ready\": ["
+	      "{\"param\": \"b.w\", \"module\": \"b\", \"numel\": 10},"
+	      "{\"param\": \"a.w\", \"module\": \"a\", \"numel\": 10,"
+	      " \"dtype\": \"torch.float32\"}]}", f);
+	fclose(f);
+	assert_int_equal(mercury_plan_from_profile(path, NULL, &p), 0);
+	{
+		struct mercury_plan_entry e;
+
+		mercury_plan_entry(p, 0, &e);
+		assert_string_equal(e.tensor, "a.w");
+		assert_int_equal(e.bytes, 40);
+		mercury_plan_entry(p, 1, &e);
+		assert_string_equal(e.tensor, "b.w");
+		assert_int_equal(e.bytes, 20);
+	}
+	mercury_plan_free(p);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("{\"forward_calls\": [], \"grad_ready\": ["
+	      "{\"param\": \"b.w\", \"module\": \"b\", \"numel\": 10, \"dtype\": \"fp8\"}]}",
+	      f);
+	fclose(f);
+	assert_int_equal(mercury_plan_from_profile(path, NULL, &p), -EINVAL);
+	assert_non_null(strstr(mercury_last_error(),
+			       "grad_ready[0].dtype \"fp8\" unknown"));
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -371,7 +781,14 @@ int main(void)
 		cmocka_unit_test(test_profile_anchors),
 		cmocka_unit_test(test_profile_vit),
 		cmocka_unit_test(test_profile_group_levels),
+		cmocka_unit_test(test_profile_tied),
 		cmocka_unit_test(test_save_roundtrip),
+		cmocka_unit_test(test_format_roundtrip),
+		cmocka_unit_test(test_format_file),
+		cmocka_unit_test(test_format0),
+		cmocka_unit_test(test_levels_limit),
+		cmocka_unit_test(test_lookup_missing),
+		cmocka_unit_test(test_profile_dtype),
 	};
 
 	return cmocka_run_group_tests_name("plan", tests, NULL, NULL);

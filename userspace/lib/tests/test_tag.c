@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /* Socket tagging: values, caching, privilege errors, env parsing. */
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
@@ -140,6 +141,150 @@ static void test_cache(void **state)
 	close(c[1]);
 }
 
+static int get_ip_opt(int fd, int level, int name)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	assert_int_equal(getsockopt(fd, level, name, &v, &len), 0);
+	return v;
+}
+
+/* An IPv6 TCP pair to addr (::1 or ::ffff:127.0.0.1); false if unusable. */
+static bool tcp6_pair(const char *addr, int c[2])
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6 };
+	socklen_t len = sizeof(a);
+	int l, zero = 0;
+
+	l = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0)
+		return false;
+	setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 4) ||
+	    getsockname(l, (struct sockaddr *)&a, &len)) {
+		close(l);
+		return false;
+	}
+	assert_int_equal(inet_pton(AF_INET6, addr, &a.sin6_addr), 1);
+	c[0] = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c[0] >= 0);
+	if (connect(c[0], (struct sockaddr *)&a, sizeof(a))) {
+		close(c[0]);
+		close(l);
+		return false;
+	}
+	c[1] = accept(l, NULL, NULL);
+	assert_true(c[1] >= 0);
+	close(l);
+	return true;
+}
+
+/*
+ * DSCP on IPv4: the TOS byte is tag << 2 (the DSCP field is the tag), read
+ * back with getsockopt(IP_TOS); tags above 63 are refused.
+ */
+static void test_dscp_ipv4(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .source = MERCURY_TAG_DSCP);
+	struct mercury_tagger *t;
+	unsigned int tag;
+	uint32_t v;
+	int c[2];
+
+	(void)state;
+	tcp_pair(c);
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tagger_probe(t, 63), 0);
+	assert_int_equal(mercury_tagger_value(t, 5, &v), 0);
+	assert_int_equal(v, 5 << 2);
+	for (tag = 0; tag <= 63; tag += 7) {
+		assert_int_equal(mercury_tag_socket(t, c[0], tag), 0);
+		assert_int_equal(get_ip_opt(c[0], IPPROTO_IP, IP_TOS) & 0xfc,
+				 tag << 2);
+		assert_int_equal(mercury_socket_tag(t, c[0]), tag);
+	}
+	assert_int_equal(mercury_tag_socket(t, c[1], 1), 0);
+	assert_int_equal(get_ip_opt(c[1], IPPROTO_IP, IP_TOS) & 0xfc, 1 << 2);
+	assert_int_equal(mercury_tag_socket(t, c[0], 64), -ERANGE);
+	assert_int_equal(mercury_socket_tag(t, c[0]), 63);
+	mercury_tagger_free(t);
+
+	/* shift and mask work inside the six DSCP bits. */
+	o.shift = 3;
+	o.mask = 7;
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tag_socket(t, c[0], 5), 0);
+	assert_int_equal(get_ip_opt(c[0], IPPROTO_IP, IP_TOS) & 0xfc,
+			 5 << 5);
+	assert_int_equal(mercury_socket_tag(t, c[0]), 5);
+	assert_int_equal(mercury_tag_socket(t, c[0], 8), -ERANGE);
+	mercury_tagger_free(t);
+
+	/* Wider than six bits: refused at creation, not truncated later. */
+	o.shift = 0;
+	o.mask = 0x7f;
+	assert_int_equal(mercury_tagger_new(&o, &t), -EINVAL);
+	assert_non_null(strstr(mercury_last_error(), "6 DSCP bits"));
+	o.shift = 4;
+	o.mask = 7;
+	assert_int_equal(mercury_tagger_new(&o, &t), -EINVAL);
+	close(c[0]);
+	close(c[1]);
+}
+
+/* DSCP on IPv6 goes to IPV6_TCLASS; to a v4-mapped peer, to IP_TOS too. */
+static void test_dscp_ipv6(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .source = MERCURY_TAG_DSCP);
+	struct mercury_tagger *t;
+	int c[2];
+
+	(void)state;
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	if (!tcp6_pair("::1", c)) {
+		mercury_tagger_free(t);
+		skip();
+	}
+	assert_int_equal(mercury_tag_socket(t, c[0], 9), 0);
+	assert_int_equal(get_ip_opt(c[0], IPPROTO_IPV6, IPV6_TCLASS) & 0xfc,
+			 9 << 2);
+	assert_int_equal(mercury_socket_tag(t, c[0]), 9);
+	assert_int_equal(mercury_tag_socket(t, c[1], 40), 0);
+	assert_int_equal(get_ip_opt(c[1], IPPROTO_IPV6, IPV6_TCLASS) & 0xfc,
+			 40 << 2);
+	close(c[0]);
+	close(c[1]);
+
+	assert_true(tcp6_pair("::ffff:127.0.0.1", c));
+	assert_int_equal(mercury_tag_socket(t, c[0], 17), 0);
+	assert_int_equal(get_ip_opt(c[0], IPPROTO_IPV6, IPV6_TCLASS) & 0xfc,
+			 17 << 2);
+	assert_int_equal(get_ip_opt(c[0], IPPROTO_IP, IP_TOS) & 0xfc, 17 << 2);
+	mercury_tagger_free(t);
+	close(c[0]);
+	close(c[1]);
+}
+
+/* A socket without an IP header has no DSCP: a clear error. */
+static void test_dscp_not_ip(void **state)
+{
+	MERCURY_OPTS(mercury_tag_opts, o, .source = MERCURY_TAG_DSCP);
+	struct mercury_tagger *t;
+	int u[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, u), 0);
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tag_socket(t, u[0], 1), -EAFNOSUPPORT);
+	assert_non_null(strstr(mercury_last_error(),
+			       "DSCP needs an IPv4 or IPv6 socket"));
+	assert_int_equal(mercury_socket_tag(t, u[0]), -EAFNOSUPPORT);
+	mercury_tagger_free(t);
+	close(u[0]);
+	close(u[1]);
+}
+
 /* SO_MARK needs CAP_NET_ADMIN: only meaningful as root. */
 static void test_mark_lands(void **state)
 {
@@ -174,7 +319,7 @@ static void test_mark_lands(void **state)
 
 /*
  * Without CAP_NET_ADMIN: SO_MARK and SO_PRIORITY > 6 fail with -EPERM and
- * a message naming the capability; priorities 0..6 still work. As root,
+ * a message naming the capability; priorities 0..6 and DSCP still work. As root,
  * drop to nobody in a child (setuid clears the capability sets).
  */
 static int unprivileged_checks(void)
@@ -199,6 +344,14 @@ static int unprivileged_checks(void)
 	bad |= (mercury_tag_socket(t, c[0], 1) != -EPERM) << 6;
 	bad |= !strstr(mercury_last_error(), "SO_MARK needs CAP_NET_ADMIN") << 7;
 	bad |= (mercury_tagger_probe(t, 1) != -EPERM) << 8;
+	mercury_tagger_free(t);
+	/* DSCP needs no capability: every one of the 63 tags lands. */
+	o.source = MERCURY_TAG_DSCP;
+	if (mercury_tagger_new(&o, &t))
+		return 12;
+	bad |= (mercury_tag_socket(t, c[0], 63) != 0) << 9;
+	bad |= (mercury_socket_tag(t, c[0]) != 63) << 10;
+	bad |= (mercury_tagger_probe(t, 63) != 0) << 11;
 	mercury_tagger_free(t);
 	return bad;
 }
@@ -245,8 +398,18 @@ static void test_env(void **state)
 	mercury_tagger_free(t);
 
 	setenv("MERCURY_TAG_SOURCE", "dscp", 1);
+	setenv("MERCURY_SHIFT", "0", 1);
+	unsetenv("MERCURY_MASK");
+	o.mask = 0;
+	assert_int_equal(mercury_tag_opts_from_env(&o), 0);
+	assert_int_equal(o.source, MERCURY_TAG_DSCP);
+	assert_int_equal(mercury_tagger_new(&o, &t), 0);
+	assert_int_equal(mercury_tagger_value(t, 3, &v), 0);
+	assert_int_equal(v, 3 << 2);
+	mercury_tagger_free(t);
+	setenv("MERCURY_TAG_SOURCE", "tos", 1);
 	assert_int_equal(mercury_tag_opts_from_env(&o), -EINVAL);
-	assert_non_null(strstr(mercury_last_error(), "MERCURY_TAG_SOURCE=dscp"));
+	assert_non_null(strstr(mercury_last_error(), "MERCURY_TAG_SOURCE=tos"));
 	setenv("MERCURY_TAG_SOURCE", "mark", 1);
 	setenv("MERCURY_SHIFT", "40", 1);
 	assert_int_equal(mercury_tag_opts_from_env(&o), -EINVAL);
@@ -274,18 +437,31 @@ static void log_cb(enum mercury_log_level level, const char *msg, void *ctx)
 
 static void test_log_callback(void **state)
 {
+	struct mercury_tensor tensor;
 	struct mercury_tagger *t;
+	struct mercury_rx *rx;
 	uint32_t v;
 
 	(void)state;
 	assert_int_equal(mercury_tagger_new(NULL, &t), 0);
-	mercury_set_log(log_cb, &log_calls);
+	assert_int_equal(mercury_rx_new(NULL, &rx), 0);
+	/* set_log hands back what it replaces, like libbpf_set_print */
+	assert_null(mercury_set_log(log_cb, &log_calls));
 	assert_int_equal(mercury_tagger_value(t, 1 << 20, &v), -ERANGE);
 	assert_int_equal(log_calls, 1);
 	assert_string_equal(log_last, mercury_last_error());
-	mercury_set_log(NULL, NULL);
+	/*
+	 * An expected -EAGAIN is not logged, but its message replaces the
+	 * older failure's: the message always belongs to the last call.
+	 */
+	assert_int_equal(mercury_rx_next(rx, &tensor), -EAGAIN);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(log_calls, 1);
+	assert_non_null(strstr(mercury_last_error(), "no complete tensor"));
+	assert_ptr_equal(mercury_set_log(NULL, NULL), log_cb);
 	assert_int_equal(mercury_tagger_value(t, 1 << 20, &v), -ERANGE);
 	assert_int_equal(log_calls, 1);
+	mercury_rx_free(rx);
 	mercury_tagger_free(t);
 }
 
@@ -296,6 +472,9 @@ int main(void)
 		cmocka_unit_test(test_bad_opts),
 		cmocka_unit_test(test_priority_lands),
 		cmocka_unit_test(test_cache),
+		cmocka_unit_test(test_dscp_ipv4),
+		cmocka_unit_test(test_dscp_ipv6),
+		cmocka_unit_test(test_dscp_not_ip),
 		unit_test_skip_if(geteuid() != 0, test_mark_lands,
 				  "SO_MARK needs root"),
 		cmocka_unit_test(test_unprivileged),

@@ -127,6 +127,8 @@ struct run {
 	int W, S;
 	const char *scheme;
 	const char *extra[12];		/* NULL-terminated */
+	const char *srv_want[4];	/* in server i's report, if set */
+	const char *wrk_want;		/* in every worker's report, if set */
 	char list[256];
 	struct proc srv[4], wrk[8];
 };
@@ -203,7 +205,14 @@ static void expect_clean(struct run *r)
 	for (i = 0; i < r->S; i++) {
 		assert_int_equal(sst[i], 0);
 		assert_non_null(strstr(slurp(r->srv[i].out), "chunks aggregated"));
+		if (r->srv_want[i] && !strstr(slurp(r->srv[i].out), r->srv_want[i]))
+			fail_msg("server %d said '%s', expected '%s'", i,
+				 slurp(r->srv[i].out), r->srv_want[i]);
 	}
+	for (i = 0; i < r->W && r->wrk_want; i++)
+		if (!strstr(slurp(r->wrk[i].out), r->wrk_want))
+			fail_msg("worker %d said '%s', expected '%s'", i,
+				 slurp(r->wrk[i].out), r->wrk_want);
 	cleanup(r->wrk, r->W);
 	cleanup(r->srv, r->S);
 }
@@ -215,6 +224,51 @@ static void test_sums_fifo_2w1s(void **state)
 	(void)state;
 	start_run(&r);
 	expect_clean(&r);
+}
+
+/*
+ * vanilla sums a server's shard of a tensor only when all of it is in:
+ * one frame per shard. The tiny fixture's tensors (40000, 7, 65537, 1,
+ * 30001 elements) over 2 servers: server 0 holds elements [0, n/2) and
+ * gets nothing of the 1-element tensor, so it sums 4 shards an
+ * iteration, server 1 all 5; over 5 iterations 20 and 25 aggregations.
+ * The frame is the largest shard, 65537 - 32768 = 32769 elements, and a
+ * worker pushes 9 frames an iteration.
+ */
+static void test_sums_vanilla_2w2s(void **state)
+{
+	struct run r = { .W = 2, .S = 2, .scheme = "vanilla",
+			 .srv_want = { "server 0: vanilla, 20 chunks aggregated",
+				       "server 1: vanilla, 25 chunks aggregated" },
+			 .wrk_want = "\"chunk_bytes\":131076,\"frames\":9," };
+
+	(void)state;
+	start_run(&r);
+	expect_clean(&r);
+}
+
+/* The same through --chunk 1000 (which vanilla ignores) and the old
+ * name of fifo-stream: 1000-byte frames, every shard cut into them. */
+static void test_sums_fifo_stream_chunks(void **state)
+{
+	/* shards of server 0: 20000, 3, 32768, 0, 15000 elements = 80000,
+	 * 12, 131072, 0, 60000 B -> 80 + 1 + 132 + 0 + 60 = 273 frames;
+	 * server 1: 80000, 16, 131076, 4, 60004 B -> 80 + 1 + 132 + 1 + 61
+	 * = 275; 5 iterations: 1365 and 1375 aggregations */
+	struct run r = { .W = 2, .S = 2, .scheme = "fifo",
+			 .extra = { "--chunk", "1000", NULL },
+			 .srv_want = { "server 0: fifo-stream, 1365 chunks aggregated",
+				       "server 1: fifo-stream, 1375 chunks aggregated" },
+			 .wrk_want = "\"chunk_bytes\":1000,\"frames\":548," };
+	struct run v = { .W = 2, .S = 2, .scheme = "vanilla",
+			 .extra = { "--chunk", "1000", NULL },
+			 .srv_want = { "server 0: vanilla, 20 chunks aggregated" } };
+
+	(void)state;
+	start_run(&r);
+	expect_clean(&r);
+	start_run(&v);
+	expect_clean(&v);
 }
 
 static void test_sums_mercury_3w2s(void **state)
@@ -379,6 +433,41 @@ static void test_config_mismatch(void **state)
 	cleanup(r.srv, 1);
 }
 
+/*
+ * --plan (fixtures/tiny-plan.json: the reverse of forward order, squeezed
+ * to 3 tags, so SO_PRIORITY needs no privilege) on every peer: exact sums.
+ * On the workers only: the servers refuse them.
+ */
+static void test_plan(void **state)
+{
+	struct run r = { .W = 2, .S = 2, .scheme = "mercury",
+			 .extra = { "--tag-source", "priority", "--channels", "3",
+				    "--plan", "fixtures/tiny-plan.json", NULL },
+			 .wrk_want = "\"plan\":\"fixtures/tiny-plan.json\"" };
+	struct run m = { .W = 1, .S = 1, .scheme = "mercury",
+			 .extra = { "--tag-source", "priority", "--channels", "3", NULL } };
+	char *argv[40], id[16];
+
+	(void)state;
+	start_run(&r);
+	expect_clean(&r);
+
+	snprintf(m.list, sizeof(m.list), "127.0.0.1:%d", free_port());
+	build_argv(&m, argv, id, true, 0);
+	spawn(&m.srv[0], argv);
+	free(argv[7]);
+	m.extra[4] = "--plan";
+	m.extra[5] = "fixtures/tiny-plan.json";
+	build_argv(&m, argv, id, false, 0);
+	spawn(&m.wrk[0], argv);
+	free(argv[7]);
+	assert_int_equal(reap(&m.srv[0], 12), 1);
+	assert_non_null(strstr(slurp(m.srv[0].err), "runs a different configuration"));
+	assert_int_equal(reap(&m.wrk[0], 12), 1);
+	cleanup(m.wrk, 1);
+	cleanup(m.srv, 1);
+}
+
 static int run_args(const char *stdout_want, const char *stderr_want, ...)
 {
 	char *argv[32];
@@ -459,6 +548,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sums_fifo_2w1s),
+		cmocka_unit_test(test_sums_vanilla_2w2s),
+		cmocka_unit_test(test_sums_fifo_stream_chunks),
 		cmocka_unit_test(test_sums_mercury_3w2s),
 		cmocka_unit_test(test_sums_bytesched_2w2s),
 		cmocka_unit_test(test_sums_prio_2w1s),
@@ -467,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_killed_server),
 		cmocka_unit_test(test_stopped_worker_times_out),
 		cmocka_unit_test(test_config_mismatch),
+		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_bad_arguments),
 	};
 

@@ -147,6 +147,59 @@ static void test_bytes_scale(void **state)
 	ps_layout_free(&L);
 }
 
+/* Every size scales with the tensors, the chunk and the credit included. */
+static void test_sizes_scale(void **state)
+{
+	struct ps_cfg cfg = base_cfg();
+	struct ps_layout L;
+	char err[256];
+
+	(void)state;
+	cfg.bytes_scale = 0.01;
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(L.chunk, 4 * 164);	/* 16384 elements -> 163.84 */
+	ps_layout_free(&L);
+	cfg.scheme = PS_BYTESCHED;
+	cfg.servers = 2;
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(L.chunk, 20000);	/* 4 MB -> 40000 B, half each */
+	assert_int_equal(L.credit, 160000);	/* 16 MB -> 160000 B */
+	ps_layout_free(&L);
+	/* at least one element */
+	cfg.scheme = PS_FIFO;
+	cfg.chunk = 8;
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(L.chunk, 4);
+	ps_layout_free(&L);
+	assert_int_equal(ps_scaled_bytes(65536, 1), 65536);
+}
+
+/* vanilla: one frame per non-empty shard; the chunk is the largest. */
+static void test_vanilla_layout(void **state)
+{
+	struct ps_cfg cfg = base_cfg();
+	struct ps_layout L;
+	char err[256];
+	int t;
+
+	(void)state;
+	cfg.scheme = PS_VANILLA;
+	cfg.servers = 2;
+	cfg.chunk = 1000;	/* ignored */
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	/* 65537 elements: shards of 32768 and 32769 */
+	assert_int_equal(L.chunk, 4 * 32769);
+	for (t = 0; t < L.nt; t++) {
+		assert_int_equal(L.nchunks[ps_idx(&L, t, 1)], 1);
+		/* the 1-element tensor has nothing on server 0 */
+		assert_int_equal(L.nchunks[ps_idx(&L, t, 0)], t == 3 ? 0 : 1);
+	}
+	assert_int_equal(L.frames, 9);
+	assert_int_equal(L.srv_chunks[0], 4);
+	assert_int_equal(L.srv_chunks[1], 5);
+	ps_layout_free(&L);
+}
+
 static void test_emit_profile_matches(void **state)
 {
 	struct ps_cfg cfg = base_cfg();
@@ -515,6 +568,8 @@ int main(void)
 		cmocka_unit_test(test_shards_cover),
 		cmocka_unit_test(test_ranks_and_bands),
 		cmocka_unit_test(test_bytes_scale),
+		cmocka_unit_test(test_sizes_scale),
+		cmocka_unit_test(test_vanilla_layout),
 		cmocka_unit_test(test_emit_profile_matches),
 		cmocka_unit_test(test_bytesched_piece),
 		cmocka_unit_test(test_hash),

@@ -47,7 +47,10 @@ def main():
     levels = 6 if args.source == "priority" else 0   # 0..6: no privilege
     try:
         if args.plan:
-            plan = mercury.Plan.load(args.plan)
+            # a solver plan has one level per tensor (resnet50: 161):
+            # squeeze it into what unprivileged SO_PRIORITY can write
+            plan = mercury.Plan.load(args.plan, levels=levels,
+                                     squeeze=bool(levels))
         else:
             plan = mercury.Plan.from_profile(args.profile, levels=levels)
         with open(args.profile) as f:

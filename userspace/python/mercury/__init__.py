@@ -22,11 +22,11 @@ import os
 __all__ = [
     "MercuryError", "Tagger", "Plan", "ChannelSet", "Receiver",
     "frame_encode", "frame_decode", "set_log", "version",
-    "TAG_MARK", "TAG_PRIORITY", "OUTQ_KERNEL", "OUTQ_MANUAL",
+    "TAG_MARK", "TAG_PRIORITY", "TAG_DSCP", "OUTQ_KERNEL", "OUTQ_MANUAL",
     "FRAME_HDR_LEN", "MAX_TAG",
 ]
 
-TAG_MARK, TAG_PRIORITY = 0, 1
+TAG_MARK, TAG_PRIORITY, TAG_DSCP = 0, 1, 2
 OUTQ_KERNEL, OUTQ_MANUAL = 0, 1
 PLAN_PER_TENSOR, PLAN_PER_MODULE = 0, 1
 FRAME_HDR_LEN = 32
@@ -93,6 +93,17 @@ class _PlanOpts(_c.Structure):
                 ("levels", _c.c_uint)]
 
 
+class _PlanLoadOpts(_c.Structure):
+    _fields_ = [("sz", _c.c_size_t), ("levels", _c.c_uint),
+                ("squeeze", _c.c_bool)]
+
+
+class _PlanInfo(_c.Structure):
+    _fields_ = [("format", _c.c_uint), ("levels", _c.c_uint),
+                ("max_tag", _c.c_uint), ("source", _c.c_int),
+                ("shift", _c.c_uint), ("mask", _c.c_uint32)]
+
+
 class _Frame(_c.Structure):
     _fields_ = [("tensor_id", _c.c_uint32), ("tag", _c.c_uint16),
                 ("total_len", _c.c_uint64), ("offset", _c.c_uint64),
@@ -103,7 +114,8 @@ class _ChansetOpts(_c.Structure):
     _fields_ = [("sz", _c.c_size_t), ("tag_opts", _c.POINTER(_TagOpts)),
                 ("classes", _c.POINTER(_c.c_uint)),
                 ("chunk_size", _c.c_size_t), ("outq", _c.c_int),
-                ("own_fds", _c.c_bool), ("no_tag", _c.c_bool)]
+                ("own_fds", _c.c_bool), ("no_tag", _c.c_bool),
+                ("timeout_ms", _c.c_int)]
 
 
 class _ChansetStats(_c.Structure):
@@ -114,7 +126,8 @@ class _ChansetStats(_c.Structure):
 
 class _RxOpts(_c.Structure):
     _fields_ = [("sz", _c.c_size_t), ("max_tensor_bytes", _c.c_uint64),
-                ("max_pending", _c.c_size_t)]
+                ("max_pending", _c.c_size_t),
+                ("max_pending_bytes", _c.c_uint64)]
 
 
 class _Tensor(_c.Structure):
@@ -146,6 +159,18 @@ _protos = {
     "mercury_tagger_get_stats": (_c.c_int, [_P, _c.POINTER(_TaggerStats),
                                             _c.c_size_t]),
     "mercury_plan_load": (_c.c_int, [_c.c_char_p, _c.POINTER(_P)]),
+    "mercury_plan_load_opts": (_c.c_int, [_c.c_char_p,
+                                          _c.POINTER(_PlanLoadOpts),
+                                          _c.POINTER(_P)]),
+    "mercury_plan_load_buf_opts": (_c.c_int, [_c.c_char_p, _c.c_size_t,
+                                              _c.POINTER(_PlanLoadOpts),
+                                              _c.POINTER(_P)]),
+    "mercury_plan_new": (_c.c_int, [_c.POINTER(_P)]),
+    "mercury_plan_add": (_c.c_int, [_P, _c.POINTER(_PlanEntry)]),
+    "mercury_plan_set_levels": (_c.c_int, [_P, _c.c_uint]),
+    "mercury_plan_set_tag_opts": (_c.c_int, [_P, _c.POINTER(_TagOpts)]),
+    "mercury_plan_get_info": (_c.c_int, [_P, _c.POINTER(_PlanInfo),
+                                         _c.c_size_t]),
     "mercury_plan_load_buf": (_c.c_int, [_c.c_char_p, _c.c_size_t,
                                          _c.POINTER(_P)]),
     "mercury_plan_from_profile": (_c.c_int, [_c.c_char_p,
@@ -223,12 +248,17 @@ def _fd(sock):
     return sock if isinstance(sock, int) else sock.fileno()
 
 
+# enum mercury_tag_source by value, as tools and plan files name it
+_SOURCE_NAMES = ("mark", "priority", "dscp")
+
+
 def _source(source):
-    if source in ("mark", TAG_MARK):
-        return TAG_MARK
-    if source in ("priority", TAG_PRIORITY):
-        return TAG_PRIORITY
-    raise ValueError("source must be 'mark' or 'priority', not %r" % (source,))
+    if source in _SOURCE_NAMES:
+        return _SOURCE_NAMES.index(source)
+    if source in (TAG_MARK, TAG_PRIORITY, TAG_DSCP):
+        return source
+    raise ValueError("source must be 'mark', 'priority' or 'dscp', not %r"
+                     % (source,))
 
 
 def _tag_opts(source="mark", shift=0, mask=0, keep_other_bits=False,
@@ -241,7 +271,9 @@ def _tag_opts(source="mark", shift=0, mask=0, keep_other_bits=False,
 
 
 class Tagger:
-    """Writes (tag & mask) << shift to SO_MARK or SO_PRIORITY of sockets.
+    """Writes (tag & mask) << shift to SO_MARK or SO_PRIORITY of sockets,
+    or with source="dscp" to their DSCP field (IP_TOS / IPV6_TCLASS byte =
+    value << 2; mask defaults to 0x3f; no privilege needed).
 
     tag() remembers the value last written per fd and skips the system
     call when it does not change; call forget(fd) when a socket closes.
@@ -294,6 +326,8 @@ class Tagger:
         return {"calls": s.calls, "syscalls": s.syscalls}
 
 
+
+
 class Plan:
     """Tensor name -> tag (1 = most urgent), O(1) lookups."""
 
@@ -301,17 +335,57 @@ class Plan:
         self._p = handle
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, levels=0, squeeze=False):
+        """A plan file (any format libmercury reads). levels=N: at most N
+        levels, a wider plan raises MercuryError(ERANGE) unless
+        squeeze=True squeezes it into 1..N keeping the order (use the
+        qdisc's levels, or the connections of a ChannelSet)."""
+        o = _opts(_PlanLoadOpts, levels=levels, squeeze=squeeze)
         p = _P()
-        _check(_lib.mercury_plan_load(os.fsencode(path), _c.byref(p)))
+        _check(_lib.mercury_plan_load_opts(os.fsencode(path), _c.byref(o),
+                                           _c.byref(p)))
         return cls(p)
 
     @classmethod
-    def loads(cls, text):
+    def loads(cls, text, levels=0, squeeze=False):
         b = text.encode() if isinstance(text, str) else bytes(text)
+        o = _opts(_PlanLoadOpts, levels=levels, squeeze=squeeze)
         p = _P()
-        _check(_lib.mercury_plan_load_buf(b, len(b), _c.byref(p)))
+        _check(_lib.mercury_plan_load_buf_opts(b, len(b), _c.byref(o),
+                                               _c.byref(p)))
         return cls(p)
+
+    @classmethod
+    def build(cls, entries, levels=0, source="mark", shift=0, mask=0):
+        """A plan from (tensor, tag[, bytes[, src[, dst]]]) tuples in
+        order; levels=N squeezes it into 1..N. Save it with save()."""
+        p = _P()
+        _check(_lib.mercury_plan_new(_c.byref(p)))
+        plan = cls(p)
+        for t in entries:
+            t = tuple(t) + (0, "", "")[len(t) - 2:]
+            e = _PlanEntry(tensor=t[0].encode(), tag=t[1], bytes=t[2],
+                           src=t[3].encode(), dst=t[4].encode())
+            _check(_lib.mercury_plan_add(p, _c.byref(e)))
+        o = _opts(_TagOpts, source=_source(source),
+                  shift=shift, mask=mask)
+        _check(_lib.mercury_plan_set_tag_opts(p, _c.byref(o)))
+        if levels:
+            _check(_lib.mercury_plan_set_levels(p, levels))
+        return plan
+
+    @property
+    def info(self):
+        """format, levels, max_tag and the tag settings the plan records
+        (format 0 plans: the tagger's defaults)."""
+        i = _PlanInfo()
+        _check(_lib.mercury_plan_get_info(self._p, _c.byref(i),
+                                          _c.sizeof(i)))
+        return {"format": i.format, "levels": i.levels,
+                "max_tag": i.max_tag,
+                "tag_source": _SOURCE_NAMES[i.source]
+                if 0 <= i.source < len(_SOURCE_NAMES) else i.source,
+                "shift": i.shift, "mask": i.mask}
 
     @classmethod
     def from_profile(cls, path, per_module=False, levels=0):
@@ -408,7 +482,8 @@ class ChannelSet:
     """
 
     def __init__(self, socks, source="mark", shift=0, mask=0, classes=None,
-                 chunk_size=0, outq=OUTQ_KERNEL, no_tag=False, _handle=None):
+                 chunk_size=0, outq=OUTQ_KERNEL, no_tag=False, timeout_ms=0,
+                 _handle=None):
         self._socks = list(socks)
         self._topts = _tag_opts(source, shift, mask)
         self._classes = None
@@ -416,7 +491,7 @@ class ChannelSet:
             self._classes = (_c.c_uint * len(classes))(*classes)
         o = _opts(_ChansetOpts, tag_opts=_c.pointer(self._topts),
                   classes=self._classes, chunk_size=chunk_size, outq=outq,
-                  no_tag=no_tag)
+                  no_tag=no_tag, timeout_ms=timeout_ms)
         self._cs = _P()
         if _handle is not None:
             host, port, n = _handle

@@ -52,7 +52,22 @@ class TestTagger(unittest.TestCase):
         self.assertEqual(cm.exception.errno, errno.ERANGE)
         self.assertIn("does not fit mask 0xff", str(cm.exception))
         with self.assertRaises(ValueError):
-            mercury.Tagger(source="dscp")
+            mercury.Tagger(source="tos")
+
+    def test_dscp_lands(self):
+        c, a = tcp_pair()
+        with mercury.Tagger(source="dscp") as t:
+            self.assertEqual(t.value(5), 5 << 2)
+            for tag in (1, 7, 63):
+                t.tag(c, tag)
+                tos = c.getsockopt(socket.IPPROTO_IP, socket.IP_TOS)
+                self.assertEqual(tos & 0xfc, tag << 2)
+                self.assertEqual(t.get(c), tag)
+            with self.assertRaises(mercury.MercuryError) as cm:
+                t.tag(c, 64)
+            self.assertEqual(cm.exception.errno, errno.ERANGE)
+        c.close()
+        a.close()
 
     @unittest.skipUnless(os.geteuid() == 0, "SO_MARK needs root")
     def test_mark_lands(self):
@@ -160,6 +175,54 @@ class TestPlan(unittest.TestCase):
             self.assertEqual(list(q.entries()), list(p.entries()))
         m = mercury.Plan.from_profile(RESNET, levels=8)
         self.assertEqual(m.max_tag, 8)
+
+    def test_load_levels(self):
+        full = mercury.Plan.from_profile(RESNET)
+        want = mercury.Plan.from_profile(RESNET, levels=8)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.json")
+            full.save(path)
+            # wider than the limit: refused with the reason...
+            with self.assertRaises(mercury.MercuryError) as cm:
+                mercury.Plan.load(path, levels=8)
+            self.assertEqual(cm.exception.errno, errno.ERANGE)
+            self.assertIn("tags go up to 161, more than the 8 levels",
+                          cm.exception.strerror)
+            # ...or squeezed, in the same order as squeezing the profile
+            p = mercury.Plan.load(path, levels=8, squeeze=True)
+        self.assertEqual(p.max_tag, 8)
+        self.assertEqual(p.info["levels"], 8)
+        self.assertEqual(p.info["format"], 1)
+        self.assertEqual([e[0] for e in p.entries()],
+                         [e[0] for e in full.entries()])
+        self.assertEqual([p[n] for n in p], [want[n] for n in p])
+
+    def test_build_and_format(self):
+        b = mercury.Plan.build([("a", 1, 40, "gpu0", "ps0"), ("b", 2),
+                                ("c", 9, 8)], levels=2, source="priority")
+        self.assertEqual([b[n] for n in "abc"], [1, 1, 2])
+        q = mercury.Plan.loads(self._text(b))
+        self.assertEqual(q.info, {"format": 1, "levels": 2, "max_tag": 2,
+                                  "tag_source": "priority", "shift": 0,
+                                  "mask": 0xffff})
+        self.assertEqual(list(q.entries())[0], ("a", 1, 40, "gpu0", "ps0"))
+        # an old solver plan (no version key) is format 0
+        old = mercury.Plan.loads('{"priorities": [{"tensor": "a", "tag": 3}]}')
+        self.assertEqual(old.info["format"], 0)
+        self.assertEqual(old.info["levels"], 3)
+        with self.assertRaises(mercury.MercuryError) as cm:
+            mercury.Plan.loads('{"mercury_plan": 9, "priorities": []}')
+        self.assertEqual(cm.exception.errno, errno.EPROTONOSUPPORT)
+        with self.assertRaises(KeyError) as cm:
+            q["missing.weight"]
+
+    @staticmethod
+    def _text(plan):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.json")
+            plan.save(path)
+            with open(path) as f:
+                return f.read()
 
 
 class TestChannels(unittest.TestCase):
@@ -302,11 +365,15 @@ class TapResult(unittest.TextTestResult):
         self._line(True, test, " # SKIP " + reason)
 
 
-if __name__ == "__main__":
-    suite = unittest.defaultTestLoader.loadTestsFromModule(
-        sys.modules[__name__])
+def run_tap(module):
+    """Run every test of module, one TAP line each; exit 1 on a failure."""
+    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     print("1..%d" % suite.countTestCases())
     runner = unittest.TextTestRunner(resultclass=TapResult, verbosity=0,
                                      stream=sys.stderr)
     res = runner.run(suite)
     sys.exit(0 if res.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    run_tap(sys.modules[__name__])

@@ -186,17 +186,28 @@ static int listen_lo(int type, unsigned short *port)
 	return fd;
 }
 
-/* mercury-run OPTS... -- probe MODE PORT; stdout must be want. */
+/*
+ * mercury-run OPTS... -- probe MODE PORT [N]; stdout must be want. MODE
+ * may carry the probe's count after a blank ("forkstorm 1500"). Only the
+ * modes that connect get a TCP listener.
+ */
 static void expect_probe(const char *mode, const char *want, ...)
 {
 	const char *argv[32] = { RUN };
+	char portstr[8], rule[64], modebuf[32], *count, *a;
 	struct result res;
 	unsigned short port;
-	char portstr[8], rule[64], *a;
 	int l, i = 1;
 	va_list ap;
 
-	l = listen_lo(strcmp(mode, "sendto") ? SOCK_STREAM : SOCK_DGRAM, &port);
+	snprintf(modebuf, sizeof(modebuf), "%s", mode);
+	count = strchr(modebuf, ' ');
+	if (count)
+		*count++ = 0;
+	mode = modebuf;
+	l = listen_lo(strcmp(mode, "connect") && strcmp(mode, "reuse") &&
+		      strcmp(mode, "tos") ?
+		      SOCK_DGRAM : SOCK_STREAM, &port);
 	snprintf(portstr, sizeof(portstr), "%u", port);
 	va_start(ap, want);
 	while ((a = va_arg(ap, char *))) {
@@ -215,6 +226,8 @@ static void expect_probe(const char *mode, const char *want, ...)
 	argv[i++] = PROBE;
 	argv[i++] = mode;
 	argv[i++] = portstr;
+	if (count)
+		argv[i++] = count;
 	argv[i] = NULL;
 	run(&res, false, NULL, argv);
 	if (res.status || strcmp(res.out, want))
@@ -238,6 +251,9 @@ static void test_connect_priority(void **state)
 		     "-t", "6", NULL);
 	expect_probe("connect", "priority 2 mark 0\n", "-s", "priority",
 		     "-t", "6", "-r", "port=%P:tag=2", NULL);
+	/* DSCP: the TOS byte carries the tag in its top six bits */
+	expect_probe("tos", "tos 20\n", "-s", "dscp", "-r", "port=%P:tag=5",
+		     NULL);
 	/* shift 1: tag 3 is priority 6 */
 	expect_probe("connect", "priority 6 mark 0\n", "-s", "priority",
 		     "--shift", "1", "--mask", "3", "-r", "port=%P:tag=3", NULL);
@@ -254,6 +270,33 @@ static void test_sendto_and_reuse(void **state)
 	 */
 	expect_probe("reuse", "priority 5 mark 0\nsame fd 1\npriority 5 mark 0\n",
 		     "-s", "priority", "-r", "port=%P:tag=5,port=9:tag=5", NULL);
+}
+
+/*
+ * Every way an fd number comes to name another socket: the shim's cached
+ * tag for the number must not keep the new socket untagged.
+ */
+static void test_fd_renumbered(void **state)
+{
+	static const char * const modes[] = { "dup2", "dup3", "dup", "dupfd",
+					       "closerange" };
+
+	(void)state;
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
+		expect_probe(modes[m],
+			     "priority 3 mark 0\nsame fd 1\npriority 3 mark 0\n",
+			     "-s", "priority", "-r", "port=%P:tag=3", NULL);
+}
+
+/*
+ * A child forked while another thread tags (what a PyTorch DataLoader
+ * does) must not inherit the shim's lock held: none of 1500 may hang.
+ */
+static void test_fork_while_tagging(void **state)
+{
+	(void)state;
+	expect_probe("forkstorm 1500", "hung 0\n", "-s", "priority", "-r",
+		     "port=%P:tag=3", NULL);
 }
 
 static void test_accept(void **state)
@@ -405,7 +448,7 @@ static void test_usage_errors(void **state)
 		{ RUN, "-t", "1", NULL },
 		{ RUN, "--", PROBE, NULL },
 		{ RUN, "--mask", "3", "-t", "5", "--", PROBE, NULL },
-		{ RUN, "-s", "dscp", "-t", "1", "--", PROBE, NULL },
+		{ RUN, "-s", "tos", "-t", "1", "--", PROBE, NULL },
 		{ RUN, "--bogus", NULL },
 	};
 	static const char *const msgs[] = {
@@ -413,7 +456,7 @@ static void test_usage_errors(void **state)
 		"mercury-run: no command",
 		"mercury-run: no rules",
 		"mercury-run: rule 1: tag 5 does not fit mask 0x3",
-		"mercury-run: --source dscp",
+		"mercury-run: --source tos: expected mark, priority or dscp",
 		"usage: mercury-run",
 	};
 	static const char *const env[] = { "MERCURY_RULES=", NULL };
@@ -468,6 +511,8 @@ int main(void)
 		cmocka_unit_test(test_rules_bad),
 		cmocka_unit_test(test_connect_priority),
 		cmocka_unit_test(test_sendto_and_reuse),
+		cmocka_unit_test(test_fd_renumbered),
+		cmocka_unit_test(test_fork_while_tagging),
 		cmocka_unit_test(test_accept),
 		{ .name = root ? "test_mark" : "test_mark # SKIP SO_MARK needs root",
 		  .test_func = root ? test_mark : skipped },

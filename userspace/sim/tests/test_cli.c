@@ -203,7 +203,8 @@ static double get_d(json_object *o, const char *k)
 static void test_json_layout(void **state)
 {
 	static const char *const names[] = {
-		"fifo", "prio", "bytesched", "mercury", "ideal",
+		"vanilla", "fifo-stream", "prio", "bytesched", "mercury",
+		"ideal",
 	};
 	json_object *j, *res, *v;
 	struct out o;
@@ -212,7 +213,8 @@ static void test_json_layout(void **state)
 	(void)state;
 	RUN(&o, "--profile", TINY, "--workers", "1", "--bandwidth", "8mbit",
 	    "--latency", "0", "--header", "0", "--mtu", "152",
-	    "--msg-overhead", "0", "-j");
+	    "--msg-overhead", "0", "--frame-cost", "0", "--frame-header", "0",
+	    "-j");
 	assert_int_equal(o.status, 0);
 	j = json_tokener_parse(o.so);
 	assert_non_null(j);
@@ -222,8 +224,8 @@ static void test_json_layout(void **state)
 	assert_int_equal((int)get_d(j, "servers"), 1);	/* = workers */
 	assert_float_equal(get_d(j, "bandwidth_bps"), 8e6, 1e-6);
 	assert_true(json_object_object_get_ex(j, "results", &res));
-	assert_int_equal(json_object_array_length(res), 5);
-	for (i = 0; i < 5; i++) {
+	assert_int_equal(json_object_array_length(res), 6);
+	for (i = 0; i < 6; i++) {
 		json_object *r = json_object_array_get_idx(res, i);
 
 		assert_true(json_object_object_get_ex(r, "scheme", &v));
@@ -231,16 +233,21 @@ static void test_json_layout(void **state)
 	}
 	/* the hand-computed values of test_sim, through the CLI: the
 	 * default 64 KiB chunk holds a whole 1000-byte tensor, so these
-	 * are its whole-tensor cases (test_tiny_mercury_whole) */
+	 * are its whole-tensor cases (test_tiny_mercury_whole), and
+	 * vanilla equals fifo-stream */
 	assert_float_equal(get_d(json_object_array_get_idx(res, 0),
 				 "iteration_ms"), 5.45, 1e-9);
-	assert_float_equal(get_d(json_object_array_get_idx(res, 3),
-				 "iteration_ms"), 5.05, 1e-9);
+	assert_float_equal(get_d(json_object_array_get_idx(res, 1),
+				 "iteration_ms"), 5.45, 1e-9);
 	assert_float_equal(get_d(json_object_array_get_idx(res, 4),
+				 "iteration_ms"), 5.05, 1e-9);
+	assert_float_equal(get_d(json_object_array_get_idx(res, 5),
 				 "iteration_ms"), 5.0, 1e-9);
-	assert_float_equal(get_d(json_object_array_get_idx(res, 3),
+	assert_float_equal(get_d(json_object_array_get_idx(res, 4),
 				 "speedup_vs_fifo"), 5.45 / 5.05, 1e-9);
-	assert_float_equal(get_d(json_object_array_get_idx(res, 3),
+	assert_float_equal(get_d(json_object_array_get_idx(res, 4),
+				 "speedup_vs_vanilla"), 5.45 / 5.05, 1e-9);
+	assert_float_equal(get_d(json_object_array_get_idx(res, 4),
 				 "ratio_to_ideal"), 5.05 / 5.0, 1e-9);
 	json_object_put(j);
 }
@@ -265,7 +272,8 @@ static void test_simple_flags_json(void **state)
 	RUN(&o, "--profile", TINY, "--workers", "2", "--servers", "1",
 	    "--bandwidth", "8mbit", "--latency", "100us", "--time-scale", "2",
 	    "--iterations", "3", "--scheme", "mercury", "--chunk", "500",
-	    "--header", "0", "--mtu", "152", "-j");
+	    "--header", "0", "--mtu", "152", "--frame-cost", "0",
+	    "--frame-header", "0", "-j");
 	assert_int_equal(o.status, 0);
 	j = json_tokener_parse(o.so);
 	assert_non_null(j);
@@ -311,6 +319,31 @@ static void test_simple_flags_json(void **state)
 	/* the same file at the default chunk is fine */
 	RUN(&o, "--profile", "fixtures/big.json", "-j");
 	assert_int_equal(o.status, 0);
+	/* auto is the default chunk and may be named; both scheme names of
+	 * streaming FIFO give the same result */
+	RUN(&o, "--profile", TINY, "--chunk", "auto", "--scheme", "fifo-stream", "-j");
+	assert_int_equal(o.status, 0);
+	j = json_tokener_parse(o.so);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "results", &res));
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(res, 0),
+					      "scheme", &v));
+	assert_string_equal(json_object_get_string(v), "fifo-stream");
+	{
+		double t = get_d(json_object_array_get_idx(res, 0), "iteration_ms");
+
+		json_object_put(j);
+		RUN(&o, "--profile", TINY, "--scheme", "fifo", "-j");
+		assert_int_equal(o.status, 0);
+		j = json_tokener_parse(o.so);
+		assert_true(json_object_object_get_ex(j, "results", &res));
+		assert_float_equal(get_d(json_object_array_get_idx(res, 0),
+					 "iteration_ms"), t, 1e-12);
+		json_object_put(j);
+	}
+	RUN(&o, "--profile", TINY, "--chunk", "bogus");
+	assert_int_equal(o.status, 2);
+	assert_non_null(strstr(o.se, "--chunk"));
 }
 
 static void test_single_scheme_and_sweep(void **state)
@@ -340,7 +373,7 @@ static void test_single_scheme_and_sweep(void **state)
 				 "bandwidth_bps"), 5e9, 1e-3);
 	assert_true(json_object_object_get_ex(json_object_array_get_idx(sw, 3),
 					      "results", &res));
-	assert_int_equal(json_object_array_length(res), 5);
+	assert_int_equal(json_object_array_length(res), 6);
 	json_object_put(j);
 }
 

@@ -39,6 +39,8 @@ static void hand_params(struct msim_params *p)
 	p->hdr = 0;
 	p->mtu = 152;			/* 100-byte payload per packet */
 	p->msg_overhead_s = 0;
+	p->frame_cost_s = 0;		/* start-up costs: own tests */
+	p->frame_hdr = 0;
 	p->chunk = 500;			/* two chunks per tensor */
 }
 
@@ -300,8 +302,115 @@ static void test_tiny_bytesched_overhead(void **state)
 	p.msg_overhead_s = 100e-6;	/* 0.1 ms = 100 bytes of link time */
 	/* as fifo with 1100-byte messages: 5.75 */
 	assert_float_equal(run(&p, MSIM_BYTESCHED), 5.75, EPS);
-	/* the other schemes send whole tensors and pay nothing */
-	assert_float_equal(run(&p, MSIM_FIFO), 4.95, EPS);
+	/* every scheme pays it per message: fifo-stream's b0 and a0 (each
+	 * tensor's first chunk) take 600 B.  push b0 0.45-1.05, b1 -1.55,
+	 * a0 -2.15, a1 -2.65; pull b0 1.05-1.65, b1 -2.15, a0 -2.75, a1
+	 * -3.25; forward a 3.25-4.25, b -5.25 */
+	assert_float_equal(run(&p, MSIM_FIFO), 5.25, EPS);
+}
+
+static void test_tiny_vanilla(void **state)
+{
+	struct msim_params p;
+	struct trace t = { 0 };
+
+	(void)state;
+	hand_params(&p);
+	p.trace = trace_cb;
+	p.trace_ctx = &t;
+	/* a stock PS: whole tensors in backward order, each summed only
+	 * when all of it is in (the 500-byte chunk is ignored).  push b
+	 * 0.45-1.45, a (ready 1.0, waits) 1.45-2.45; b summed 1.45, pulled
+	 * 1.45-2.45; a summed 2.45, pulled 2.45-3.45; forward a 3.45-4.45,
+	 * b 4.45-5.45, backward -6.45: iteration 5.45, stall 5.45 - 1 - 2 */
+	assert_float_equal(run(&p, MSIM_VANILLA), 5.45, EPS);
+	assert_int_equal(t.n, 4);
+	expect_chunk(&t, 0, 0, 0, 0, 0.45, 1.45);
+	expect_chunk(&t, 0, 1, 1, 0, 1.45, 2.45);
+	expect_chunk(&t, 1, 0, 0, 0, 1.45, 2.45);
+	expect_chunk(&t, 1, 1, 1, 0, 2.45, 3.45);
+	p.trace = NULL;
+	{
+		struct msim_result r;
+
+		assert_int_equal(msim_run(&tiny, &p, MSIM_VANILLA, &r), 0);
+		assert_float_equal(r.stall_ms, 2.45, EPS);
+	}
+	/* streaming FIFO with whole-tensor chunks is the same schedule */
+	p.chunk = 1000;
+	assert_float_equal(run(&p, MSIM_FIFO), 5.45, EPS);
+	/* the chunk never matters to vanilla */
+	p.chunk = 1;
+	assert_float_equal(run(&p, MSIM_VANILLA), 5.45, EPS);
+	/* latency 0.1 ms: b summed 1.55, pulled 1.55-2.55; a pushed
+	 * 1.45-2.45, summed 2.55, pulled 2.55-3.55, home 3.65; forward a
+	 * 3.65-4.65, b -5.65 */
+	p.latency_s = 100e-6;
+	assert_float_equal(run(&p, MSIM_VANILLA), 5.65, EPS);
+}
+
+static void test_tiny_frame_rule(void **state)
+{
+	struct msim_params p;
+
+	(void)state;
+	hand_params(&p);
+	/* 50-byte frame headers (no packet headers).  fifo-stream: 2
+	 * frames per tensor, 550 B per chunk: push b0 0.45-1.0, b1 -1.55,
+	 * a0 -2.1, a1 -2.65; pull b0 1.0-1.55, b1 -2.1, a0 -2.65, a1 -3.2;
+	 * forward a 3.2-4.2, b -5.2 */
+	p.frame_hdr = 50;
+	assert_float_equal(run(&p, MSIM_FIFO), 5.2, EPS);
+	/* vanilla: one frame per tensor, 1050 B: push b 0.45-1.5, a
+	 * -2.55; pull b 1.5-2.55, a 2.55-3.6; forward a 3.6-4.6, b -5.6 */
+	assert_float_equal(run(&p, MSIM_VANILLA), 5.6, EPS);
+	/* ideal pays nothing (test_tiny_ideal) */
+	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
+
+	/* a frame holds its sender for at least 0.75 ms.  fifo-stream's
+	 * 500-byte frames take 0.75 ms each: push b0 0.45-1.2, b1 -1.95,
+	 * a0 -2.7, a1 -3.45; pull b0 1.2-1.95, b1 -2.7, a0 -3.45, a1 -4.2;
+	 * forward a 4.2-5.2, b -6.2 */
+	p.frame_hdr = 0;
+	p.frame_cost_s = 750e-6;
+	assert_float_equal(run(&p, MSIM_FIFO), 6.2, EPS);
+	/* vanilla's 1000-byte frames take 1 ms on the wire anyway: 5.45 */
+	assert_float_equal(run(&p, MSIM_VANILLA), 5.45, EPS);
+	/* bytesched, 500-byte partitions and a credit covering both: the
+	 * same frames as fifo-stream, the same times (each partition is
+	 * summed whole, like a chunk) */
+	p.partition = 500;
+	p.credit = 1000000;
+	assert_float_equal(run(&p, MSIM_BYTESCHED), 6.2, EPS);
+	assert_float_equal(run(&p, MSIM_IDEAL), 4.5, EPS);
+	/* two servers: every tensor is two 500-byte shards, so vanilla
+	 * sends two frames per tensor (a worker's path: 2000 B/ms, a frame
+	 * 0.75 ms, a tensor 1.5 ms, wire 0.5 ms): push b 0.45-1.95, a
+	 * -3.45; pull b 1.95-3.45, a -4.95; forward a 4.95-5.95, b -6.95 */
+	p.servers = 2;
+	p.workers = 2;
+	p.bandwidth_bps = 16e6;
+	assert_float_equal(run(&p, MSIM_VANILLA), 6.95, EPS);
+	assert_float_equal(msim_stream_frames(1000, 2, 0), 2, EPS);
+	/* shards of 500 B in 100-byte frames: 5 each */
+	assert_float_equal(msim_stream_frames(1000, 2, 100), 10, EPS);
+	/* 251 elements: shards of 504 and 500 B, 2 frames of 256 each */
+	assert_float_equal(msim_stream_frames(1004, 2, 256), 4, EPS);
+	/* 2 elements on 4 servers: two one-element shards */
+	assert_float_equal(msim_stream_frames(8, 4, 0), 2, EPS);
+
+	/* the default chunk: 64 KiB, doubled until a frame's wire time on
+	 * a worker's path covers a 4 us frame cost: 100 Gbit/s needs 50 kB
+	 * (64 KiB), 400 Gbit/s 200 kB (256 KiB), and 400 Gbit/s shared by
+	 * 16 workers over 8 servers 100 kB (128 KiB) */
+	msim_params_default(&p);
+	p.frame_cost_s = 4e-6;
+	p.bandwidth_bps = 100e9;
+	assert_int_equal(msim_auto_chunk(&p), 65536);
+	p.bandwidth_bps = 400e9;
+	assert_int_equal(msim_auto_chunk(&p), 262144);
+	p.workers = 16;
+	assert_int_equal(msim_auto_chunk(&p), 131072);
 }
 
 static void test_tiny_latency(void **state)
@@ -547,6 +656,41 @@ static void test_real_profiles_match_readme(void **state)
 	msim_profile_free(&pr);
 }
 
+/*
+ * Tied tensors (profiles/README.md): gpt2's wte and bert_large's word
+ * embeddings are listed once, last ready in backward, under the embedding:
+ * the simulator gates them at call 0, the first thing forward needs.
+ */
+static void test_real_profiles_tied_gate(void **state)
+{
+	static const struct {
+		const char *model, *tensor;
+		uint64_t numel;
+	} tied[] = {
+		{ "gpt2", "transformer.wte.weight", 38597376 },
+		{ "gpt2_xl", "transformer.wte.weight", 80411200 },
+		{ "bert_large", "bert.embeddings.word_embeddings.weight", 31254528 },
+	};
+
+	(void)state;
+	for (size_t m = 0; m < sizeof(tied) / sizeof(tied[0]); m++) {
+		struct msim_profile pr;
+		int hits = 0;
+
+		assert_int_equal(load_real(tied[m].model, &pr), 0);
+		for (int i = 0; i < pr.ntensors; i++) {
+			if (strcmp(pr.tensors[i].name, tied[m].tensor))
+				continue;
+			hits++;
+			assert_int_equal(i, pr.ntensors - 1);
+			assert_int_equal(pr.tensors[i].gate, 0);
+			assert_int_equal(pr.tensors[i].bytes, 4 * tied[m].numel);
+		}
+		assert_int_equal(hits, 1);
+		msim_profile_free(&pr);
+	}
+}
+
 static void test_ordering_invariants(void **state)
 {
 	static const double gbit[] = { 1, 3, 10, 30, 100, 300 };
@@ -623,6 +767,8 @@ static void test_mercury_tends_to_ideal(void **state)
 	p.bandwidth_bps = 20e9;
 	p.hdr = 0;
 	p.mtu = 68;	/* 16-byte packets: preemption almost immediate */
+	p.frame_cost_s = 0;	/* and none of the costs ideal does not pay */
+	p.frame_hdr = 0;
 	assert_int_equal(msim_run(&pr, &p, MSIM_MERCURY, &m), 0);
 	assert_int_equal(msim_run(&pr, &p, MSIM_IDEAL, &i), 0);
 	assert_true(m.iteration_ms >= i.iteration_ms - 1e-9);
@@ -642,6 +788,8 @@ int main(void)
 		cmocka_unit_test(test_tiny_headers),
 		cmocka_unit_test(test_tiny_bytesched_credit),
 		cmocka_unit_test(test_tiny_bytesched_overhead),
+		cmocka_unit_test(test_tiny_vanilla),
+		cmocka_unit_test(test_tiny_frame_rule),
 		cmocka_unit_test(test_tiny_latency),
 		cmocka_unit_test(test_tiny_servers),
 		cmocka_unit_test(test_tiny_time_scale),
@@ -652,6 +800,7 @@ int main(void)
 		cmocka_unit_test(test_load_malformed),
 		cmocka_unit_test(test_parsers),
 		cmocka_unit_test(test_real_profiles_match_readme),
+		cmocka_unit_test(test_real_profiles_tied_gate),
 		cmocka_unit_test(test_ordering_invariants),
 		cmocka_unit_test(test_bandwidth_monotonic),
 		cmocka_unit_test(test_mercury_tends_to_ideal),

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define MERCURY_VERSION_MAJOR	0
-#define MERCURY_VERSION_MINOR	1
+#define MERCURY_VERSION_MINOR	2
 
 /*
  * Declare and zero an options struct, setting sz and the given fields:
@@ -63,10 +63,17 @@ enum mercury_log_level {
 typedef void (*mercury_log_fn)(enum mercury_log_level level, const char *msg,
 			       void *ctx);
 
-/* Install (or with fn == NULL remove) the log callback. Default: silent. */
-MERCURY_API void mercury_set_log(mercury_log_fn fn, void *ctx);
+/*
+ * Install (or with fn == NULL remove) the log callback; returns the one it
+ * replaces. Thread-safe: fn and ctx change together. Default: silent.
+ */
+MERCURY_API mercury_log_fn mercury_set_log(mercury_log_fn fn, void *ctx);
 
-/* Reason for the last failure in this thread ("" if none yet). */
+/*
+ * Reason for the last negative return in this thread ("" if none yet),
+ * including the expected ones (-EAGAIN, -ENOTCONN): it always belongs to
+ * the call that returned last with an error.
+ */
 MERCURY_API const char *mercury_last_error(void);
 
 /* ---- socket tagging ---------------------------------------------------- */
@@ -74,15 +81,23 @@ MERCURY_API const char *mercury_last_error(void);
 enum mercury_tag_source {
 	MERCURY_TAG_MARK = 0,		/* SO_MARK -> skb->mark (qdisc default) */
 	MERCURY_TAG_PRIORITY = 1,	/* SO_PRIORITY -> skb->priority */
+	/*
+	 * IP_TOS (IPv4) / IPV6_TCLASS (IPv6) -> the DSCP field of every
+	 * packet: byte = ((tag & mask) << shift) << 2, mask default 0x3f,
+	 * (mask << shift) must fit 6 bits. Needs no capability and, unlike
+	 * mark and priority, crosses namespaces and links.
+	 */
+	MERCURY_TAG_DSCP = 2,
 };
 
 #define MERCURY_DEFAULT_MASK	0xffffu
+#define MERCURY_DSCP_MASK	0x3fu	/* the six DSCP bits */
 
 struct mercury_tag_opts {
 	size_t sz;			/* sizeof(struct mercury_tag_opts) */
 	enum mercury_tag_source source;	/* must match the qdisc's source */
 	unsigned int shift;		/* bits; must match the qdisc */
-	uint32_t mask;			/* must match the qdisc; 0: 0xffff */
+	uint32_t mask;			/* must match the qdisc; 0: 0xffff (DSCP: 0x3f) */
 	/*
 	 * Keep the bits of the socket's existing value outside
 	 * (mask << shift), e.g. marks an nft ruleset also uses. Costs one
@@ -101,12 +116,15 @@ MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
 MERCURY_API void mercury_tagger_free(struct mercury_tagger *t);
 
 /*
- * Fill opts from MERCURY_TAG_SOURCE (mark|priority), MERCURY_SHIFT and
+ * Fill opts from MERCURY_TAG_SOURCE (mark|priority|dscp), MERCURY_SHIFT and
  * MERCURY_MASK (C integer syntax); unset variables leave a field alone.
  */
 MERCURY_API int mercury_tag_opts_from_env(struct mercury_tag_opts *opts);
 
-/* The value written for tag: (tag & mask) << shift; -ERANGE if it doesn't fit. */
+/*
+ * The value written for tag: (tag & mask) << shift (DSCP: the TOS/TCLASS
+ * byte, that shifted left by 2); -ERANGE if it doesn't fit.
+ */
 MERCURY_API int mercury_tagger_value(const struct mercury_tagger *t,
 				     unsigned int tag, uint32_t *value);
 
@@ -173,23 +191,104 @@ struct mercury_plan_opts {
 };
 #define mercury_plan_opts__last_field levels
 
-/* Load the solver's plan JSON ({"priorities": [{"tensor", "tag", ...}]}). */
+/*
+ * The plan file (Documentation/tagger.md, "Plan format"): an object with
+ * "mercury_plan": MERCURY_PLAN_FORMAT, "levels" (every tag is in
+ * 1..levels), "tag_source" ("mark" | "priority" | "dscp"), "shift",
+ * "mask" and "priorities": [{"tensor", "tag", "bytes", "src", "dst"}].
+ * Other top-level keys are kept as they are and saved again. A file
+ * without "mercury_plan" is format 0 (solver plans before 0.2): it loads
+ * with levels = its highest tag and the tagger's defaults; a format this
+ * version does not know is -EPROTONOSUPPORT.
+ */
+#define MERCURY_PLAN_FORMAT	1
+
+struct mercury_plan_load_opts {
+	size_t sz;
+	/*
+	 * If non-zero, the most levels the caller can use (the qdisc's
+	 * levels, the connections of a channel set): a plan with a tag above
+	 * it is -ERANGE with a message, unless squeeze is set.
+	 */
+	unsigned int levels;
+	/* Squeeze such a plan into 1..levels (the mercury_plan_opts rule). */
+	bool squeeze;
+	size_t :0;
+};
+#define mercury_plan_load_opts__last_field squeeze
+
+/* opts may be NULL: no limit. */
+MERCURY_API int mercury_plan_load_opts(const char *path,
+				       const struct mercury_plan_load_opts *opts,
+				       struct mercury_plan **out);
+MERCURY_API int mercury_plan_load_buf_opts(const char *json, size_t len,
+					   const struct mercury_plan_load_opts *opts,
+					   struct mercury_plan **out);
+/* The same with no options. */
 MERCURY_API int mercury_plan_load(const char *path, struct mercury_plan **out);
 MERCURY_API int mercury_plan_load_buf(const char *json, size_t len,
 				      struct mercury_plan **out);
 /*
  * Default plan from an h200 profile (profiles/h200/<model>.json in the source tree):
  * the module that runs first in the forward pass is the most urgent.
+ * Bytes are numel times the size of the entry's "dtype" (or the profile's
+ * "grad_dtype"); 4 (fp32) when neither is given.
  */
 MERCURY_API int mercury_plan_from_profile(const char *path,
 					  const struct mercury_plan_opts *opts,
 					  struct mercury_plan **out);
 MERCURY_API void mercury_plan_free(struct mercury_plan *p);
-/* Write p as plan JSON (the solver's schema). */
+
+/*
+ * The builder: an empty plan (format MERCURY_PLAN_FORMAT, tag source mark,
+ * shift 0, mask 0xffff), filled in order by mercury_plan_add() (e->src and
+ * e->dst may be NULL; a name added twice is -EEXIST).
+ */
+MERCURY_API int mercury_plan_new(struct mercury_plan **out);
+MERCURY_API int mercury_plan_add(struct mercury_plan *p,
+				 const struct mercury_plan_entry *e);
+/*
+ * Record levels; if tags go above it, squeeze them into 1..levels keeping
+ * their order. Tags added later must be <= levels. -ERANGE if levels does
+ * not fit the plan's mask.
+ */
+MERCURY_API int mercury_plan_set_levels(struct mercury_plan *p,
+					unsigned int levels);
+/* Record the tagger settings the plan is meant for (opts NULL: defaults). */
+MERCURY_API int mercury_plan_set_tag_opts(struct mercury_plan *p,
+					  const struct mercury_tag_opts *opts);
+/*
+ * A top-level section of the caller's own (e.g. the solver's "placement"),
+ * given as JSON text, saved with the plan; json == NULL removes it. The
+ * format's keys are -EINVAL.
+ */
+MERCURY_API int mercury_plan_set_extra(struct mercury_plan *p, const char *key,
+				       const char *json);
+/* Write p as a plan file of the current format. */
 MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 				  const char *path);
+/* The same text in a malloc()ed, NUL-terminated buffer (*len without NUL). */
+MERCURY_API int mercury_plan_save_buf(const struct mercury_plan *p,
+				      char **json, size_t *len);
 
-/* Tag of tensor (>= 1) in O(1); -ENOENT if the plan does not name it. */
+struct mercury_plan_info {
+	unsigned int format;		/* as read: 0 = no "mercury_plan" key */
+	unsigned int levels;		/* every tag is in 1..levels */
+	unsigned int max_tag;		/* highest tag used */
+	enum mercury_tag_source source;	/* format 0: the defaults */
+	unsigned int shift;
+	uint32_t mask;
+};
+MERCURY_API int mercury_plan_get_info(const struct mercury_plan *p,
+				      struct mercury_plan_info *info, size_t sz);
+
+/* Bytes per element of a torch dtype name ("float32", "torch.bfloat16"). */
+MERCURY_API int mercury_dtype_size(const char *dtype);
+
+/*
+ * Tag of tensor (>= 1) in O(1); -ENOENT if the plan does not name it
+ * (mercury_last_error() names the tensor; not logged).
+ */
 MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
 				    const char *tensor);
 MERCURY_API size_t mercury_plan_size(const struct mercury_plan *p);
@@ -247,9 +346,14 @@ struct mercury_chanset_opts {
 	enum mercury_outq_mode outq;
 	bool own_fds;			/* close the fds in mercury_chanset_free */
 	bool no_tag;			/* frame and pick, but never tag sockets */
+	/*
+	 * Longest wait, ms, for connect, for a connection to take more bytes,
+	 * and for one to become eligible; then -ETIMEDOUT. 0: 60000.
+	 */
+	int timeout_ms;
 	size_t :0;
 };
-#define mercury_chanset_opts__last_field no_tag
+#define mercury_chanset_opts__last_field timeout_ms
 
 struct mercury_chanset;
 
@@ -356,9 +460,15 @@ struct mercury_rx_opts {
 	size_t sz;
 	uint64_t max_tensor_bytes;	/* larger totals are refused; 0: 4 GiB */
 	size_t max_pending;		/* tensors in progress; 0: 65536 */
+	/*
+	 * Bytes of tensors in progress plus completed ones not yet taken by
+	 * mercury_rx_next(); a header that would exceed it is -ENOBUFS.
+	 * 0: 8 GiB.
+	 */
+	uint64_t max_pending_bytes;
 	size_t :0;
 };
-#define mercury_rx_opts__last_field max_pending
+#define mercury_rx_opts__last_field max_pending_bytes
 
 struct mercury_tensor {
 	uint32_t id;

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Shared by Mercury's fuzzers: a seeded generator (splitmix64, so that a
+ * seed replays the same run on any machine) and fatal errors.
+ */
+#ifndef MERCURY_FUZZ_H
+#define MERCURY_FUZZ_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t fuzz_state;
+
+static inline void fuzz_srand(uint64_t seed)
+{
+	fuzz_state = seed;
+}
+
+static inline uint64_t fuzz_next(void)
+{
+	uint64_t z = (fuzz_state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in 0..n-1 (n > 0); the bias of the modulo is irrelevant here. */
+static inline uint32_t fuzz_below(uint64_t n)
+{
+	return n ? fuzz_next() % n : 0;
+}
+
+static inline uint64_t fuzz_seed_from_time(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec ^
+	       (uint64_t)getpid() << 32;
+}
+
+static inline __attribute__((format(printf, 1, 2), noreturn))
+void fuzz_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "fuzz: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	exit(1);
+}
+
+#endif

@@ -1,0 +1,309 @@
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+"""mercury.torch on loopback: equal to DDP, tags on every socket, a dead or
+stalled peer ends the job, profiles load in libmercury and mercury-sim.
+
+Needs Debian's python3-torch (run with /usr/bin/python3, $TORCH_PYTHON in
+the Makefile). Prints TAP like test_mercury.py.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+import torch  # noqa: E402
+
+import mercury  # noqa: E402
+import mercury.torch  # noqa: E402
+from mercury.torch import _priorities  # noqa: E402
+from test_mercury import run_tap  # noqa: E402
+import torch_worker  # noqa: E402
+
+WORKER = os.path.join(HERE, "torch_worker.py")
+SIM = os.path.abspath(os.path.join(HERE, "..", "..", "sim", "mercury-sim"))
+FAULT_TIMEOUT = 5       # seconds, as torch_worker.run_fault sets it
+# A hang detector, not a performance bound: start-up of 13 processes at
+# once (import torch on a busy machine), the 5 s wait, the store query and
+# the exit, with room. Without mercury.torch's timeouts the ranks would
+# wait for gloo's (60 s here, 30 min by default) or forever.
+FAULT_DEADLINE = 300
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def launch(world, scenario, outdir):
+    port = free_port()
+    procs = []
+    for r in range(world):
+        err = open(os.path.join(outdir, "%s%d.err" % (scenario, r)), "w+")
+        procs.append((subprocess.Popen(
+            [sys.executable, WORKER, str(r), str(world), str(port),
+             os.path.join(outdir, "%s%d.pt" % (scenario, r)), scenario],
+            stdout=subprocess.DEVNULL, stderr=err), err))
+    return procs
+
+
+def finish(procs, deadline):
+    """[(returncode or None if it had to be killed, stderr)]"""
+    out = []
+    for p, err in procs:
+        try:
+            rc = p.wait(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = None
+        err.seek(0)
+        out.append((rc, err.read()))
+        err.close()
+    return out
+
+
+# Every multi-rank job starts at once (13 processes) so the suite's wall
+# time is that of the slowest job, not their sum; each test then reads its
+# job's results.
+_jobs = {}
+_tmp = None
+
+
+def setUpModule():
+    global _tmp
+    _tmp = tempfile.TemporaryDirectory()
+    for key in ((2, "train"), (3, "train"), (3, "kill"), (3, "stall")):
+        d = os.path.join(_tmp.name, "%d%s" % key)
+        os.mkdir(d)
+        _jobs[key] = (d, launch(key[0], key[1], d))
+
+
+def tearDownModule():
+    for d, procs in _jobs.values():
+        for p, err in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            err.close()
+    _tmp.cleanup()
+
+
+class Training(unittest.TestCase):
+    """2 and 3 ranks, 20 iterations, SGD+momentum and Adam."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.res = {}
+        for n in (2, 3):
+            d, procs = _jobs[n, "train"]
+            done = finish(procs, 300)
+            for r, (rc, err) in enumerate(done):
+                if rc != 0:
+                    raise RuntimeError("%d ranks: rank %d exited %s:\n%s"
+                                       % (n, r, rc, err[-3000:]))
+            cls.res[n] = [torch.load(os.path.join(d, "train%d.pt" % r))
+                          for r in range(n)]
+
+    def check_equal_to_ddp(self, n, opt):
+        worst = 0.0
+        for res in self.res[n]:
+            ddp, mer = res["ddp", opt, "params"], res["mercury", opt,
+                                                      "params"]
+            self.assertEqual(sorted(ddp), sorted(mer))
+            for name in ddp:
+                d = (ddp[name] - mer[name]).abs().max().item()
+                worst = max(worst, d / max(ddp[name].abs().max().item(),
+                                           1e-12))
+            # The run moved the parameters: equality is not trivial.
+            start = torch_worker.make(0, opt)[0].state_dict()
+            self.assertGreater(max((start[k] - mer[k]).abs().max().item()
+                                   for k in mer), 1e-3)
+        self.assertLessEqual(worst, 1e-4, "largest relative difference")
+
+    def check_ranks_identical(self, n, opt):
+        first = self.res[n][0]["mercury", opt, "params"]
+        for res in self.res[n][1:]:
+            for name, t in res["mercury", opt, "params"].items():
+                self.assertTrue(torch.equal(t, first[name]), name)
+
+    def check_losses(self, n, opt):
+        for res in self.res[n]:
+            ddp, mer = res["ddp", opt, "loss"], res["mercury", opt, "loss"]
+            self.assertEqual(len(mer), torch_worker.ITERS)
+            for a, b in zip(ddp, mer):
+                self.assertAlmostEqual(a, b, delta=1e-4 * abs(a))
+
+    def check_sockets(self, n, opt):
+        for rank, res in enumerate(self.res[n]):
+            socks = res["mercury", opt, "sockets"]
+            # 4 channels, one socket per peer each, DSCP = channel tag.
+            self.assertEqual(sorted((t, p) for t, p, _, _ in socks),
+                             sorted((t, p) for t in range(1, 5)
+                                    for p in range(n) if p != rank))
+            for tag, peer, tos, _ in socks:
+                self.assertEqual(tos >> 2, tag, (tag, peer, tos))
+
+    def check_deferred(self, n, opt):
+        nparams = len(list(torch_worker.Net().parameters()))
+        for res in self.res[n]:
+            for pending, grads in res["mercury", opt, "deferred"]:
+                self.assertEqual((pending, grads), (nparams, 0))
+
+    def test_assignment_from_forward_order(self):
+        a = self.res[2][0]["mercury", "sgd", "assignment"]
+        # named_parameters() lists the tied fc2/fc3 weight once.
+        self.assertNotIn("fc3.weight", a)
+        self.assertEqual(a["conv.weight"], 1)
+        self.assertEqual(a["head.bias"], 4)
+        order = ["conv.weight", "conv.bias", "fc1.weight", "fc1.bias",
+                 "fc2.weight", "fc2.bias", "fc3.bias", "head.weight",
+                 "head.bias"]
+        self.assertEqual([a[k] for k in order], sorted(a[k] for k in order))
+
+
+def _add(n, opt, check):
+    def test(self):
+        getattr(self, "check_" + check)(n, opt)
+    setattr(Training, "test_%s_%s_%dranks" % (check, opt, n), test)
+
+
+for _n in (2, 3):
+    for _opt in ("sgd", "adam"):
+        for _check in ("equal_to_ddp", "ranks_identical", "losses",
+                       "sockets", "deferred"):
+            _add(_n, _opt, _check)
+
+
+class Faults(unittest.TestCase):
+    def fault(self, how):
+        d, procs = _jobs[3, how]
+        others = finish([procs[0], procs[2]], FAULT_DEADLINE)
+        procs[1][0].kill()
+        procs[1][0].wait()
+        with open(os.path.join(d, how + "1.pt")) as f:
+            self.assertEqual(f.read(), "%s at iteration 5\n" % how)
+        for rc, err in others:
+            self.assertIsNotNone(rc, "a rank hung:\n" + err[-2000:])
+            self.assertNotEqual(rc, 0, err[-2000:])
+            self.assertIn("PeerError", err)
+            return err
+
+    def test_killed_rank_ends_the_others(self):
+        err = self.fault("kill")
+        self.assertIn("rank 1 closed its connections", err)
+
+    def test_stalled_rank_ends_the_others(self):
+        err = self.fault("stall")
+        self.assertIn("no progress from rank 1 for %d s" % FAULT_TIMEOUT,
+                      err)
+
+
+class Priorities(unittest.TestCase):
+    def test_prefixes(self):
+        self.assertEqual(_priorities.strip_prefixes(
+            "module._orig_mod.layer1.0.conv1.weight"),
+            "layer1.0.conv1.weight")
+        got = _priorities.from_plan(
+            ["module.a.weight", "_orig_mod.b.weight", "c.weight"],
+            {"a.weight": 1, "module.b.weight": 5, "c.weight": 9}, 8)
+        self.assertEqual(got, {"module.a.weight": 1,
+                               "_orig_mod.b.weight": 2, "c.weight": 3})
+
+    def test_missing_is_an_error_naming_it(self):
+        with self.assertRaises(mercury.torch.MercuryTorchError) as cm:
+            _priorities.from_plan(["a.weight", "b.bias"], {"a.weight": 1},
+                                  8)
+        self.assertIn("'b.bias'", str(cm.exception))
+        self.assertIn("tag 0", str(cm.exception))
+
+    def test_squeeze_keeps_order(self):
+        tags = {str(i): i for i in range(1, 21)}
+        ch = _priorities.squeeze(tags, 8)
+        self.assertEqual(ch["1"], 1)
+        self.assertEqual(ch["20"], 8)
+        self.assertEqual(sorted(ch.values()), [ch[str(i)]
+                                               for i in range(1, 21)])
+
+    def test_plan_from_h200_profile(self):
+        prof = os.path.join(HERE, "..", "..", "..", "profiles", "h200",
+                            "resnet50.json")
+        import torchvision
+        names = [n for n, _ in torchvision.models.resnet50()
+                 .named_parameters()]
+        ch = _priorities.from_plan(["module." + n for n in names], prof, 8)
+        self.assertEqual(ch["module.conv1.weight"], 1)
+        self.assertEqual(ch["module.fc.weight"], 8)
+
+
+class Profile(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        cls.model = torch_worker.Net()
+        cls.prof = mercury.torch.profile(
+            cls.model, lambda: torch_worker.batch(0, 0), iters=3, warmup=1,
+            name="net", batch="16x3x8x8")
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.path = os.path.join(cls.tmp.name, "net.json")
+        mercury.torch.write_profile(cls.prof, cls.path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_schema(self):
+        with open(self.path) as f:
+            p = json.load(f)
+        ref_path = os.path.join(HERE, "..", "..", "..", "profiles", "h200",
+                                "resnet50.json")
+        with open(ref_path) as f:
+            ref = json.load(f)
+        self.assertEqual(sorted(p), sorted(ref))
+        for key in ("forward_calls", "grad_ready", "modules"):
+            self.assertLessEqual(set(ref[key][0]) - {"shared_with"},
+                                 set(p[key][0]), key)
+        self.assertEqual([c["module"] for c in p["forward_calls"]],
+                         ["conv", "fc1", "fc2", "fc3", "head"])
+        self.assertEqual(p["total_params"], sum(
+            q.numel() for q in self.model.parameters()))
+
+    def test_tied_under_first_user(self):
+        tied = [g for g in self.prof["grad_ready"] if "shared_with" in g]
+        self.assertEqual(tied, [dict(tied[0], param="fc2.weight",
+                                     module="fc2", shared_with=["fc3"])])
+
+    def test_loads_in_plan_builder(self):
+        plan = mercury.Plan.from_profile(self.path)
+        self.assertEqual(len(plan), len(self.prof["grad_ready"]))
+        self.assertEqual({plan["conv.weight"], plan["conv.bias"]}, {1, 2})
+        # The tied tensor follows its first user (fc2), not fc3.
+        self.assertLess(plan["fc2.weight"], plan["fc3.bias"])
+
+    def test_loads_in_mercury_sim(self):
+        self.assertTrue(os.access(SIM, os.X_OK), SIM + " not built")
+        r = subprocess.run([SIM, "--profile", self.path, "--workers", "2",
+                            "-j"], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("net", r.stdout)
+
+    def test_cli_bad_model(self):
+        r = subprocess.run([sys.executable, "-m", "mercury.torch", "profile",
+                            "--model", "torchvision:nosuchnet", "-o",
+                            os.path.join(self.tmp.name, "x.json")],
+                           capture_output=True, text=True, timeout=120,
+                           cwd=os.path.join(HERE, ".."))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("torchvision.models has no nosuchnet", r.stderr)
+
+
+if __name__ == "__main__":
+    run_tap(sys.modules[__name__])
