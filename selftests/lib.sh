@@ -189,10 +189,11 @@ wait_backlog_zero() {
 # ("--family 6" with an IPv6 $DST).
 start_receiver() {
 	local rec=$1 count=$2 idle=$3 i
-	rm -f "$rec" "$rec.ready"
+	rm -f "$rec" "$rec.ready" "$rec.stop"
 	# shellcheck disable=SC2086
 	$IP netns exec $NS_R $TRAFFIC recv --count "$count" --out "$rec" \
-		--ready "$rec.ready" --idle "$idle" ${RECV_ARGS:-} &
+		--ready "$rec.ready" --idle "$idle" --stop "$rec.stop" \
+		--max-time 900 ${RECV_ARGS:-} &
 	recv_pid=$!
 	for ((i = 0; i < 300; i++)); do
 		[ -e "$rec.ready" ] && break
@@ -229,7 +230,8 @@ else:
 # all COUNT - N of them reached veth0's root qdisc, the link is raised to
 # $RELEASE_RATE, and the sender sends KICK (NAME:TAG:N, counted in COUNT):
 # tbf does not restart on change, the kick's enqueue does. A receiver in
-# $NS_R records the COUNT packets into REC in arrival order.
+# $NS_R records the COUNT packets into REC in arrival order, or what
+# arrived of them once the link drained (a case that drops packets).
 STALL_RATE=8bit
 RELEASE_RATE=100mbit
 run_stalled() {
@@ -251,8 +253,12 @@ run_stalled() {
 		rc=1
 	touch "$rec.release"
 	wait $spid || rc=1
+	# Once the link drained, nothing more comes: a receiver still short
+	# of COUNT (packets were dropped) stops after one quiet second.
+	wait_backlog_zero veth0 1: 120 || rc=1
+	touch "$rec.stop"
 	wait $recv_pid || rc=1
-	rm -f "$rec.queued" "$rec.release"
+	rm -f "$rec.queued" "$rec.release" "$rec.stop"
 	return $rc
 }
 
