@@ -49,14 +49,10 @@ release() {
 fill_release() {
 	local want=$1 i pid args=()
 	shift
-	rm -f "$R" "$R.ready"
-	$IP netns exec $NS_R $TRAFFIC recv --count 1000 --out "$R" \
-		--ready "$R.ready" --idle 5 &
-	pid=$!
-	for ((i = 0; i < 300; i++)); do
-		[ -e "$R.ready" ] && break
-		sleep 0.1
-	done
+	# the receiver stops once the queue drained, never on a timer: a
+	# busy machine can take many seconds between the plug and the drain
+	start_receiver "$R" 1000 600
+	pid=$recv_pid
 	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --size $PLUG_SIZE --burst plug:20:1
 	# the plug leaves at once; wait until tbf has sent it
 	for ((i = 0; i < 100; i++)); do
@@ -76,7 +72,11 @@ fill_release() {
 	log "queued in mercury before release: $queued (want $want)"
 	release
 	wait_backlog_zero veth0 10:
+	wait_backlog_zero veth0 1:
+	touch "$R.stop"
 	wait $pid
+	log "after the drain: mercury sent $(qdisc_stat veth0 10: packets) dropped $(qdisc_stat veth0 10: drops) qlen $(qdisc_stat veth0 10: qlen)"
+	tcs -s class show dev veth0 | grep -E "^class|Sent|tag" | sed 's/^/# /'
 }
 
 # arrived EXPECTED: the packets between the plug and the kick (which,
