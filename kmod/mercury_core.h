@@ -2,18 +2,25 @@
 /*
  * mercury_core.h	The packet-path data structure of sch_mercury.
  *
- * Levels with a three-word bitmap over them, the flow table, each flow's
- * FIFO and min chain, and deficit round robin inside a level: everything
- * enqueue and dequeue touch, and nothing of netlink or the Qdisc. See the
- * header comment of sch_mercury.c for the design.
+ * Levels with a three-word bitmap over them; flows found by key in a table
+ * of small red-black trees; each flow's packets in an augmented red-black
+ * tree by arrival with the subtree's most urgent rank; a tree of flows by
+ * their newest packet for the drop policy; deficit round robin inside a
+ * level; the untagged share. Everything enqueue, dequeue, peek and drop
+ * touch, and nothing of netlink or the Qdisc. See the header comment of
+ * sch_mercury.c and Documentation/sch_mercury.md for the design.
  *
  * Kept apart so that bench/ can compile these very functions in userspace
- * (bench/core/shim.h provides sk_buff, list_head and the bit helpers) and
- * measure their cost against other priority queues. The includer provides:
- * struct sk_buff (next, prev, truesize, cb), qdisc_skb_cb(), qdisc_pkt_len(),
- * qdisc_cb_private_validate(), skb_get_hash(), reciprocal_scale(), the
- * list_head helpers, BIT_ULL(), __ffs64(), fls64(), DIV_ROUND_UP(), U32_MAX
- * and struct gnet_stats_basic_sync.
+ * (bench/core/shim.h provides sk_buff and the kernel's own rbtree code)
+ * and measure their cost against other priority queues. The includer
+ * provides: struct sk_buff (rbnode, next, prev, truesize, cb),
+ * qdisc_skb_cb(), qdisc_pkt_len(), qdisc_cb_private_validate(), the
+ * rbtree and rbtree_augmented API, the list_head helpers, hash_64(),
+ * fls(), BIT_ULL(), __ffs64(), fls64(), DIV_ROUND_UP(), U32_MAX, ENOMEM,
+ * struct gnet_stats_basic_sync, and, declared before this file:
+ *
+ *	struct mercury_flow *mercury_flow_alloc(void);	(must not sleep)
+ *	void mercury_flow_free(struct mercury_flow *f);
  */
 #ifndef _MERCURY_CORE_H
 #define _MERCURY_CORE_H
@@ -25,25 +32,38 @@
 #define MERCURY_MID_WORDS	MERCURY_LEAF_WORDS(MERCURY_LEAF_WORDS(MERCURY_MAX_RANKS))
 #define MERCURY_NO_RANK		U32_MAX
 
-/* Per-packet state, in the 20 bytes of skb->cb a qdisc owns; packed since
- * two pointers and the rank fill it exactly.
+/* With the untagged class first and no untagged_share given, untagged
+ * packets get at most this percentage of the bytes while tagged packets
+ * wait (Documentation/sch_mercury.md, "Untagged share").
+ */
+#define MERCURY_FIRST_SHARE	50
+
+/* Per-packet state, in the 20 bytes of skb->cb a qdisc owns. The packet
+ * itself is a node of its flow's tree through skb->rbnode (which overlays
+ * next, prev and dev: the includer restores skb->dev when a packet leaves).
  */
 struct mercury_skb_cb {
-	struct sk_buff	*chain_next;	/* next less urgent chain packet */
-	struct sk_buff	*chain_prev;	/* previous more urgent chain packet */
-	u32		rank : 31,	/* level index, 0 served first */
-			pruned : 1;	/* unlinked packets from the chain */
-} __packed;
+	u64	seq;		/* arrival order, qdisc-wide */
+	u32	rank;		/* level index, 0 served first */
+	u32	min_rank;	/* most urgent rank in this subtree of the flow */
+};
 
-/* A bucket of the flow table: one FIFO of packets. */
+/* A flow: one socket (or one hash value without a socket), and with flow
+ * order off one rank of it. Allocated when its first packet arrives and
+ * freed when its last one leaves.
+ */
 struct mercury_flow {
-	struct sk_buff		*head;		/* oldest packet */
-	struct sk_buff		*tail;		/* newest packet, chain tail */
-	struct sk_buff		*chain_head;	/* most urgent packet */
-	struct list_head	node;		/* in levels[rank].flows */
+	struct rb_root_cached	pkts;		/* by arrival; leftmost: oldest */
+	struct sk_buff		*tail;		/* newest packet */
+	struct list_head	node;		/* in levels[rank].flows, or spares */
 	int			deficit;	/* bytes */
-	u32			rank;		/* level served at */
+	u32			rank;		/* level served at: its most urgent */
 	u32			qlen;		/* packets */
+	u32			frank;		/* flow order off: its packets' rank */
+	unsigned long		key;		/* socket pointer, or hash << 1 | 1 */
+	struct rb_node		hnode;		/* in t.buckets[bucket], by key */
+	struct rb_node		tnode;		/* in c->tails, by its newest packet */
+	u32			bucket;		/* index into t.buckets */
 };
 
 /* One level. The lists hold flows by their served rank; the counters
@@ -61,30 +81,31 @@ struct mercury_level {
 /* Everything whose size depends on the configuration. */
 struct mercury_tables {
 	struct mercury_level	*levels;	/* nlevels + 1 entries */
-	struct mercury_flow	*flows;		/* nflows entries */
 	u64			*leaf;		/* one bit per rank */
+	struct rb_root		*buckets;	/* 1 << bucket_bits flow trees */
 };
 
-/* The packet-path state: levels, their bitmap, the flow table.
- *
- * A packet that arrives to an empty qdisc is held in @solo, outside the
- * flow table: alone, it is the next to leave whatever its flow or level,
- * so it needs no hash, bucket, list or bitmap. The next arrival first moves
- * it into the table. On a link that keeps up, most packets find the qdisc
- * empty and take only this path.
- */
+/* The packet-path state. */
 struct mercury_core {
 	struct mercury_tables	t;
-	struct sk_buff		*solo;			/* only packet queued */
+	struct rb_root_cached	tails;			/* flows; leftmost: victim */
 	u64			top;			/* bit per mid word */
 	u64			mid[MERCURY_MID_WORDS];	/* bit per leaf word */
-	u32			nflows;			/* buckets in t.flows */
-	u32			quantum;		/* bytes per DRR round */
-	bool			flow_order;		/* bucket by flow only */
+	u64			seq;			/* packets ever queued */
+	s64			share_credit;		/* bytes x 100 */
+	u32			quantum;		/* configured DRR bytes */
+	u32			drr_quantum;		/* max(quantum, largest packet) */
+	u32			bucket_bits;		/* log2 of the bucket count */
+	u32			urank;			/* rank of the untagged class */
+	u32			share;			/* untagged percent, 0: none */
+	bool			flow_order;		/* a flow spans ranks */
 	u32			memory_usage;		/* bytes of truesize */
-	u32			stat_flows;		/* buckets with packets */
+	u32			nflows;			/* flows holding packets */
 	u32			stat_levels;		/* ranks with flows */
-	u64			stat_chain_rebuilds;	/* re-threaded tail drops */
+	struct list_head	spares;			/* free flows kept */
+	u32			nspares;		/* flows in spares */
+	u32			keep_spares;		/* most flows kept free */
+	u64			stat_share_forced;	/* served out of rank order */
 };
 
 static inline struct mercury_skb_cb *mercury_cb(const struct sk_buff *skb)
@@ -96,6 +117,28 @@ static inline struct mercury_skb_cb *mercury_cb(const struct sk_buff *skb)
 static inline u32 mercury_rank_of(const struct sk_buff *skb)
 {
 	return mercury_cb(skb)->rank;
+}
+
+static inline struct sk_buff *mercury_skb(struct rb_node *n)
+{
+	return rb_entry(n, struct sk_buff, rbnode);
+}
+
+/* The 'flows' option sizes the flow lookup table: @flows buckets, rounded
+ * up to a power of two (at least two). Each bucket is a tree, so a crowded
+ * bucket costs O(log flows), never a list walk, and the number of flows is
+ * bounded by the queued packets, not by the table.
+ */
+static inline u32 mercury_bucket_bits(u32 flows)
+{
+	return flows > 2 ? fls(flows - 1) : 1;
+}
+
+static inline void mercury_core_init(struct mercury_core *c)
+{
+	c->tails = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&c->spares);
+	c->keep_spares = 1;
 }
 
 /* ---- the level bitmap ------------------------------------------------ */
@@ -122,13 +165,11 @@ static inline void mercury_bit_clear(struct mercury_core *c, u32 rank)
 	c->top &= ~BIT_ULL(w / 64);
 }
 
-/* Most urgent rank holding a packet, or MERCURY_NO_RANK. */
+/* Most urgent rank holding a flow, or MERCURY_NO_RANK. */
 static inline u32 mercury_first_rank(const struct mercury_core *c)
 {
 	u32 m, w;
 
-	if (c->solo)
-		return mercury_rank_of(c->solo);
 	if (!c->top)
 		return MERCURY_NO_RANK;
 	m = __ffs64(c->top);
@@ -136,20 +177,41 @@ static inline u32 mercury_first_rank(const struct mercury_core *c)
 	return w * 64 + __ffs64(c->t.leaf[w]);
 }
 
-/* Least urgent rank holding a flow, or MERCURY_NO_RANK. */
-static inline u32 mercury_last_rank(const struct mercury_core *c)
+/* Most urgent rank above @rank holding a flow, or MERCURY_NO_RANK: at
+ * most one masked word at each of the three depths.
+ */
+static inline u32 mercury_next_rank_after(const struct mercury_core *c,
+					  u32 rank)
 {
-	u32 m, w;
+	u32 r = rank + 1, w = r / 64, m = w / 64;
+	u64 bits;
 
-	if (!c->top)
+	if (r >= MERCURY_MAX_RANKS || !c->top)
 		return MERCURY_NO_RANK;
-	m = fls64(c->top) - 1;
-	w = m * 64 + fls64(c->mid[m]) - 1;
-	return w * 64 + fls64(c->t.leaf[w]) - 1;
+	if (c->mid[m] & BIT_ULL(w % 64)) {
+		bits = c->t.leaf[w] & (~0ULL << (r % 64));
+		if (bits)
+			return w * 64 + __ffs64(bits);
+	}
+	bits = (w % 64 == 63) ? 0 : c->mid[m] & (~0ULL << (w % 64 + 1));
+	if (!bits) {
+		bits = (m == 63) ? 0 : c->top & (~0ULL << (m + 1));
+		if (!bits)
+			return MERCURY_NO_RANK;
+		m = __ffs64(bits);
+		bits = c->mid[m];
+	}
+	w = m * 64 + __ffs64(bits);
+	return w * 64 + __ffs64(c->t.leaf[w]);
 }
 
 /* ---- flows on levels ------------------------------------------------- */
 
+/* Only the flow at the head of a level sends, so every other flow on the
+ * list has a positive deficit; a flow keeps that promise when it moves:
+ * its deficit is above -drr_quantum (it was positive before its last
+ * packet, no longer than drr_quantum), so one quantum makes it positive.
+ */
 static inline void mercury_flow_attach(struct mercury_core *c,
 				       struct mercury_flow *f, u32 rank)
 {
@@ -159,6 +221,8 @@ static inline void mercury_flow_attach(struct mercury_core *c,
 		mercury_bit_set(c, rank);
 		c->stat_levels++;
 	}
+	if (f->deficit <= 0)
+		f->deficit += c->drr_quantum;
 	list_add_tail(&f->node, &l->flows);
 	l->nflows++;
 	f->rank = rank;
@@ -177,8 +241,246 @@ static inline void mercury_flow_detach(struct mercury_core *c,
 	}
 }
 
+/* ---- a flow's packets: augmented tree by arrival ---------------------- */
+
+static inline u32 mercury_subtree_min(const struct rb_node *n)
+{
+	return n ? mercury_cb(rb_entry(n, struct sk_buff, rbnode))->min_rank :
+		   MERCURY_NO_RANK;
+}
+
+/* Recompute @skb's subtree minimum; true if @exit and it did not change. */
+static inline bool mercury_min_compute(struct sk_buff *skb, bool exit)
+{
+	struct mercury_skb_cb *cb = mercury_cb(skb);
+	u32 m = cb->rank, s;
+
+	s = mercury_subtree_min(skb->rbnode.rb_left);
+	if (s < m)
+		m = s;
+	s = mercury_subtree_min(skb->rbnode.rb_right);
+	if (s < m)
+		m = s;
+	if (exit && cb->min_rank == m)
+		return true;
+	cb->min_rank = m;
+	return false;
+}
+
+static inline void mercury_min_propagate(struct rb_node *rb,
+					 struct rb_node *stop)
+{
+	while (rb != stop) {
+		if (mercury_min_compute(mercury_skb(rb), true))
+			break;
+		rb = rb_parent(rb);
+	}
+}
+
+static inline void mercury_min_copy(struct rb_node *old, struct rb_node *new)
+{
+	mercury_cb(mercury_skb(new))->min_rank =
+		mercury_cb(mercury_skb(old))->min_rank;
+}
+
+static inline void mercury_min_rotate(struct rb_node *old, struct rb_node *new)
+{
+	mercury_min_copy(old, new);
+	mercury_min_compute(mercury_skb(old), false);
+}
+
+static const struct rb_augment_callbacks mercury_min_callbacks = {
+	.propagate	= mercury_min_propagate,
+	.copy		= mercury_min_copy,
+	.rotate		= mercury_min_rotate,
+};
+
+/* Most urgent rank among the flow's packets: the root's subtree minimum. */
+static inline u32 mercury_flow_min(const struct mercury_flow *f)
+{
+	return mercury_subtree_min(f->pkts.rb_root.rb_node);
+}
+
+/* Append @skb as the newest packet: the right child of the rightmost
+ * node, then rebalance. O(log qlen) whatever the ranks.
+ */
+static inline void mercury_pkts_push(struct mercury_flow *f,
+				     struct sk_buff *skb)
+{
+	struct rb_node *parent = f->tail ? &f->tail->rbnode : NULL;
+	struct rb_node **link = parent ? &parent->rb_right :
+					 &f->pkts.rb_root.rb_node;
+
+	mercury_cb(skb)->min_rank = mercury_rank_of(skb);
+	rb_link_node(&skb->rbnode, parent, link);
+	if (parent)
+		mercury_min_propagate(parent, NULL);
+	rb_insert_augmented_cached(&skb->rbnode, &f->pkts, !parent,
+				   &mercury_min_callbacks);
+	f->tail = skb;
+	f->qlen++;
+}
+
+static inline void mercury_pkts_erase(struct mercury_flow *f,
+				      struct sk_buff *skb)
+{
+	if (skb == f->tail)
+		f->tail = f->qlen > 1 ? mercury_skb(rb_prev(&skb->rbnode)) :
+					NULL;
+	rb_erase_augmented_cached(&skb->rbnode, &f->pkts,
+				  &mercury_min_callbacks);
+	f->qlen--;
+	skb->next = NULL;
+	skb->prev = NULL;
+}
+
+static inline struct sk_buff *mercury_flow_head(const struct mercury_flow *f)
+{
+	return mercury_skb(rb_first_cached(&f->pkts));
+}
+
+/* ---- flows by their newest packet, for the drop policy ---------------- */
+
+/* Leftmost first: the least urgent newest packet, the newest among equals. */
+static inline bool mercury_tail_before(struct rb_node *a,
+				       const struct rb_node *b)
+{
+	const struct mercury_skb_cb *x, *y;
+
+	x = mercury_cb(rb_entry(a, struct mercury_flow, tnode)->tail);
+	y = mercury_cb(rb_entry(b, struct mercury_flow, tnode)->tail);
+	return x->rank > y->rank || (x->rank == y->rank && x->seq > y->seq);
+}
+
+/* ---- flow lookup and life ---------------------------------------------- */
+
+static inline u32 mercury_bucket_of(const struct mercury_core *c,
+				    unsigned long key, u32 frank)
+{
+	return (u32)hash_64((u64)key + frank, c->bucket_bits);
+}
+
+static inline int mercury_key_cmp(unsigned long key, u32 frank,
+				  const struct mercury_flow *f)
+{
+	if (key != f->key)
+		return key < f->key ? -1 : 1;
+	if (frank != f->frank)
+		return frank < f->frank ? -1 : 1;
+	return 0;
+}
+
+/* The flow of @key (and @rank without flow order), or NULL. */
+static inline struct mercury_flow *mercury_flow_find(const struct mercury_core *c,
+						     unsigned long key, u32 rank)
+{
+	u32 frank = c->flow_order ? 0 : rank;
+	struct rb_node *n = c->t.buckets[mercury_bucket_of(c, key, frank)].rb_node;
+	struct mercury_flow *f;
+	int d;
+
+	while (n) {
+		f = rb_entry(n, struct mercury_flow, hnode);
+		d = mercury_key_cmp(key, frank, f);
+		if (!d)
+			return f;
+		n = d < 0 ? n->rb_left : n->rb_right;
+	}
+	return NULL;
+}
+
+/* A free flow, from the spares or the allocator; NULL without memory. */
+static inline struct mercury_flow *mercury_flow_get(struct mercury_core *c)
+{
+	struct mercury_flow *f;
+
+	if (!list_empty(&c->spares)) {
+		f = list_first_entry(&c->spares, struct mercury_flow, node);
+		list_del(&f->node);
+		c->nspares--;
+		return f;
+	}
+	return mercury_flow_alloc();
+}
+
+static inline void mercury_flow_put(struct mercury_core *c,
+				    struct mercury_flow *f)
+{
+	if (c->nspares < c->keep_spares) {
+		list_add(&f->node, &c->spares);
+		c->nspares++;
+	} else {
+		mercury_flow_free(f);
+	}
+}
+
+/* Keep at most @keep free flows from now on. */
+static inline void mercury_spares_trim(struct mercury_core *c, u32 keep)
+{
+	struct mercury_flow *f;
+
+	c->keep_spares = keep;
+	while (c->nspares > keep) {
+		f = list_first_entry(&c->spares, struct mercury_flow, node);
+		list_del(&f->node);
+		c->nspares--;
+		mercury_flow_free(f);
+	}
+}
+
+/* Make sure the packet of @key and @rank can be queued: its flow exists,
+ * or there is memory for a new one (kept as a spare). Called before the
+ * drop policy evicts anything for it.
+ */
+static inline int mercury_flow_reserve(struct mercury_core *c,
+				       unsigned long key, u32 rank)
+{
+	struct mercury_flow *f;
+
+	if (mercury_flow_find(c, key, rank))
+		return 0;
+	if (!list_empty(&c->spares))
+		return 0;
+	f = mercury_flow_alloc();
+	if (!f)
+		return -ENOMEM;
+	list_add(&f->node, &c->spares);
+	c->nspares++;
+	return 0;
+}
+
+static inline struct mercury_flow *mercury_flow_create(struct mercury_core *c,
+						       unsigned long key, u32 rank)
+{
+	u32 frank = c->flow_order ? 0 : rank;
+	u32 b = mercury_bucket_of(c, key, frank);
+	struct rb_node **link = &c->t.buckets[b].rb_node, *parent = NULL;
+	struct mercury_flow *f;
+
+	while (*link) {
+		parent = *link;
+		f = rb_entry(parent, struct mercury_flow, hnode);
+		link = mercury_key_cmp(key, frank, f) < 0 ? &parent->rb_left :
+							    &parent->rb_right;
+	}
+	f = mercury_flow_get(c);
+	if (!f)
+		return NULL;
+	f->pkts = RB_ROOT_CACHED;
+	f->tail = NULL;
+	f->qlen = 0;
+	f->key = key;
+	f->frank = frank;
+	f->bucket = b;
+	f->deficit = c->drr_quantum;
+	rb_link_node(&f->hnode, parent, link);
+	rb_insert_color(&f->hnode, &c->t.buckets[b]);
+	c->nflows++;
+	return f;
+}
+
 /* After the flow lost a packet: move it to the level of its most urgent
- * remaining packet, or take it off the levels when it is empty.
+ * remaining packet, or free it when it is empty.
  */
 static inline void mercury_flow_requeue(struct mercury_core *c,
 					struct mercury_flow *f)
@@ -187,173 +489,60 @@ static inline void mercury_flow_requeue(struct mercury_core *c,
 
 	if (!f->qlen) {
 		mercury_flow_detach(c, f);
-		c->stat_flows--;
+		rb_erase(&f->hnode, &c->t.buckets[f->bucket]);
+		c->nflows--;
+		mercury_flow_put(c, f);
 		return;
 	}
-	rank = mercury_rank_of(f->chain_head);
+	/* a flow that keeps its level keeps its place in the round */
+	rank = mercury_flow_min(f);
 	if (rank != f->rank) {
 		mercury_flow_detach(c, f);
 		mercury_flow_attach(c, f, rank);
 	}
 }
 
-/* ---- the min chain --------------------------------------------------- */
-
-/* Thread @skb onto the chain after @last, the current chain tail. Packets
- * at the tail that are less urgent than @skb leave the chain: they leave
- * the flow before @skb, so they never decide its urgency again. Equally
- * urgent ones stay, so that dropping @skb rarely has anything to re-thread.
- */
-static inline void mercury_chain_append(struct mercury_flow *f, struct sk_buff *last,
-					struct sk_buff *skb)
-{
-	struct mercury_skb_cb *cb = mercury_cb(skb);
-
-	cb->pruned = 0;
-	while (last && mercury_rank_of(last) > cb->rank) {
-		last = mercury_cb(last)->chain_prev;
-		cb->pruned = 1;
-	}
-	cb->chain_prev = last;
-	cb->chain_next = NULL;
-	if (last)
-		mercury_cb(last)->chain_next = skb;
-	else
-		f->chain_head = skb;
-}
-
-static inline void mercury_flow_push(struct mercury_flow *f, struct sk_buff *skb)
-{
-	struct sk_buff *last = f->tail;
-
-	skb->next = NULL;
-	skb->prev = last;
-	if (last)
-		last->next = skb;
-	else
-		f->head = skb;
-	f->tail = skb;
-	f->qlen++;
-	mercury_chain_append(f, last, skb);
-}
-
-static inline struct sk_buff *mercury_flow_pop_head(struct mercury_flow *f)
-{
-	struct sk_buff *skb = f->head;
-
-	f->head = skb->next;
-	if (f->head)
-		f->head->prev = NULL;
-	else
-		f->tail = NULL;
-	f->qlen--;
-
-	if (skb == f->chain_head) {
-		f->chain_head = mercury_cb(skb)->chain_next;
-		if (f->chain_head)
-			mercury_cb(f->chain_head)->chain_prev = NULL;
-	}
-	skb->next = NULL;
-	skb->prev = NULL;
-	return skb;
-}
-
-static inline struct sk_buff *mercury_flow_pop_tail(struct mercury_core *c,
-						    struct mercury_flow *f)
-{
-	struct sk_buff *skb = f->tail;
-	struct mercury_skb_cb *cb = mercury_cb(skb);
-	struct sk_buff *last = cb->chain_prev;
-	struct sk_buff *p;
-
-	f->tail = skb->prev;
-	if (f->tail)
-		f->tail->next = NULL;
-	else
-		f->head = NULL;
-	f->qlen--;
-
-	if (last)
-		mercury_cb(last)->chain_next = NULL;
-	else
-		f->chain_head = NULL;
-
-	/* Re-thread the packets @skb had unlinked: those after @last. */
-	if (cb->pruned && f->tail) {
-		for (p = last ? last->next : f->head; p; p = p->next) {
-			mercury_chain_append(f, last, p);
-			last = p;
-		}
-		c->stat_chain_rebuilds++;
-	}
-	skb->next = NULL;
-	skb->prev = NULL;
-	return skb;
-}
-
 /* ---- queueing --------------------------------------------------------- */
 
-static inline u32 mercury_bucket(const struct mercury_core *c,
-				 struct sk_buff *skb, u32 rank)
+/* Queue @skb, already classified into cb->rank, in the flow of @key.
+ * No limits, no sch stats. -ENOMEM: no memory for a new flow, nothing
+ * changed.
+ */
+static __always_inline int mercury_insert(struct mercury_core *c,
+					  struct sk_buff *skb,
+					  unsigned long key)
 {
-	u32 b = reciprocal_scale(skb_get_hash(skb), c->nflows);
+	u32 rank = mercury_rank_of(skb), len = qdisc_pkt_len(skb);
+	struct mercury_level *l = &c->t.levels[rank];
+	struct mercury_flow *f;
 
-	/* Without flow order a flow's levels land in different buckets;
-	 * consecutive ranks never collide for fewer than 'flows' levels.
-	 */
-	if (!c->flow_order)
-		b = (b + rank) % c->nflows;
-	return b;
-}
-
-/* Put @skb, already accounted to its level, into the flow table. */
-static __always_inline void mercury_flow_insert(struct mercury_core *c,
-						struct sk_buff *skb)
-{
-	u32 rank = mercury_rank_of(skb);
-	struct mercury_flow *f = &c->t.flows[mercury_bucket(c, skb, rank)];
-
-	mercury_flow_push(f, skb);
+	f = mercury_flow_find(c, key, rank);
+	if (!f) {
+		f = mercury_flow_create(c, key, rank);
+		if (!f)
+			return -ENOMEM;
+	}
+	if (len > c->drr_quantum)
+		c->drr_quantum = len;
+	mercury_cb(skb)->seq = c->seq++;
+	if (f->qlen)
+		rb_erase_cached(&f->tnode, &c->tails);
+	mercury_pkts_push(f, skb);
+	rb_add_cached(&f->tnode, &c->tails, mercury_tail_before);
 	if (f->qlen == 1) {
-		f->deficit = c->quantum;
 		mercury_flow_attach(c, f, rank);
-		c->stat_flows++;
 	} else if (rank < f->rank) {
 		/* the flow inherits the urgency of its new packet */
 		mercury_flow_detach(c, f);
 		mercury_flow_attach(c, f, rank);
 	}
-}
-
-/* Move the lone packet, if any, into the flow table. */
-static inline void mercury_unsolo(struct mercury_core *c)
-{
-	struct sk_buff *skb = c->solo;
-
-	if (skb) {
-		c->solo = NULL;
-		mercury_flow_insert(c, skb);
-	}
-}
-
-/* Queue @skb, already classified into cb->rank. No limits, no sch stats. */
-static __always_inline void mercury_insert(struct mercury_core *c,
-					   struct sk_buff *skb)
-{
-	struct mercury_level *l = &c->t.levels[mercury_rank_of(skb)];
-
 	l->qlen++;
-	l->backlog += qdisc_pkt_len(skb);
+	l->backlog += len;
 	c->memory_usage += skb->truesize;
-	if (!c->solo && !c->top) {
-		c->solo = skb;
-		return;
-	}
-	mercury_unsolo(c);
-	mercury_flow_insert(c, skb);
+	return 0;
 }
 
-/* Take a packet off its flow's level bookkeeping. No sch stats. */
+/* Take a packet off its level's counters. No sch stats. */
 static inline void mercury_account_out(struct mercury_core *c,
 				       struct sk_buff *skb)
 {
@@ -364,56 +553,126 @@ static inline void mercury_account_out(struct mercury_core *c,
 	c->memory_usage -= skb->truesize;
 }
 
-/* Choose the next packet in service order and unlink it. @rank is
- * mercury_first_rank(), or the untagged rank when that holds a flow.
+/* ---- service order ----------------------------------------------------- */
+
+/* Does the untagged class wait, and does tagged traffic? */
+static inline bool mercury_both_wait(const struct mercury_core *c)
+{
+	bool u = !list_empty(&c->t.levels[c->urank].flows);
+
+	return u && c->stat_levels > 1;
+}
+
+/* The rank the next packet comes from, or MERCURY_NO_RANK; no side
+ * effects, so peek and dequeue agree. With a share, while both the
+ * untagged class and tagged traffic wait, the untagged class is served
+ * exactly when its credit is not negative, whether it is placed first or
+ * last: it gets the share of the bytes, no more (first) and no less (last).
  */
-static __always_inline struct sk_buff *mercury_pick(struct mercury_core *c, u32 rank)
+static inline u32 mercury_next_rank(const struct mercury_core *c)
+{
+	u32 first = mercury_first_rank(c);
+
+	if (!c->share || first == MERCURY_NO_RANK || !mercury_both_wait(c))
+		return first;
+	if (c->share_credit >= 0)
+		return c->urank;
+	return first != c->urank ? first :
+	       mercury_next_rank_after(c, c->urank);
+}
+
+/* The flow the next packet of @rank comes from. Deficit round robin: the
+ * head flow sends while its deficit is positive; then it gets a quantum
+ * and goes to the tail. Since every flow but the head has a positive
+ * deficit (mercury_flow_attach), the new head can send: one step, never a
+ * loop, whatever the quantum and packet sizes. drr_quantum is at least
+ * the largest packet queued, the condition under which DRR is byte-fair
+ * (each backlogged flow of a level gets drr_quantum bytes per round, give
+ * or take one packet) and O(1) (Shreedhar and Varghese, 1996).
+ */
+static inline struct mercury_flow *mercury_select(struct mercury_core *c,
+						  u32 rank)
 {
 	struct mercury_level *l = &c->t.levels[rank];
 	struct mercury_flow *f;
-	struct sk_buff *skb = c->solo;
 
-	if (skb) {
-		c->solo = NULL;
-		mercury_account_out(c, skb);
-		return skb;
-	}
-	for (;;) {
-		f = list_first_entry(&l->flows, struct mercury_flow, node);
-		if (f->deficit > 0)
-			break;
-		f->deficit += c->quantum;
-		list_move_tail(&f->node, &l->flows);
-	}
-	skb = mercury_flow_pop_head(f);
-	f->deficit -= qdisc_pkt_len(skb);
+	f = list_first_entry(&l->flows, struct mercury_flow, node);
+	if (f->deficit > 0)
+		return f;
+	f->deficit += c->drr_quantum;
+	list_move_tail(&f->node, &l->flows);
+	return list_first_entry(&l->flows, struct mercury_flow, node);
+}
+
+/* The packet the next mercury_pick(c, @rank) returns, left queued. The
+ * round-robin step it may take is the one that dequeue would take; no
+ * counter moves.
+ */
+static inline struct sk_buff *mercury_core_peek(struct mercury_core *c, u32 rank)
+{
+	return mercury_flow_head(mercury_select(c, rank));
+}
+
+/* Unlink the next packet of @rank (from mercury_next_rank()), charging
+ * the DRR deficit and the untagged share.
+ */
+static __always_inline struct sk_buff *mercury_pick(struct mercury_core *c,
+						    u32 rank)
+{
+	struct mercury_flow *f = mercury_select(c, rank);
+	struct sk_buff *skb = mercury_flow_head(f);
+	bool both = c->share && mercury_both_wait(c);
+	u32 len = qdisc_pkt_len(skb);
+
+	if (both && rank != mercury_first_rank(c))
+		c->stat_share_forced++;
+	mercury_pkts_erase(f, skb);
+	f->deficit -= len;
+	/* the newest packet changes only when the flow empties */
+	if (!f->qlen)
+		rb_erase_cached(&f->tnode, &c->tails);
 	mercury_flow_requeue(c, f);
 	mercury_account_out(c, skb);
+	if (both) {
+		if (rank == c->urank)
+			c->share_credit -= (s64)len * (100 - c->share);
+		else
+			c->share_credit += (s64)len * c->share;
+	}
+	/* the credit counts only while both wait: it cannot bank a burst */
+	if (c->share && !mercury_both_wait(c))
+		c->share_credit = 0;
 	return skb;
 }
 
-/* The newest packet of a flow at the least urgent level, unlinked, if it
- * is less urgent than @rank (-1: any); NULL when the arriving packet of
- * that rank should go instead.
+/* The victim for an arriving packet of @rank (-1: for any): the newest
+ * packet of the flow whose newest packet is least urgent, the newest such
+ * among equals, unlinked and counted in its level's drops, if it is less
+ * urgent than @rank; NULL when the arriving packet should go instead.
+ * Only a flow's newest packet is ever dropped, so no packet that has
+ * others of its flow behind it is. O(log flows + log qlen).
  */
 static inline struct sk_buff *mercury_victim(struct mercury_core *c, s64 rank)
 {
+	struct rb_node *n = rb_first_cached(&c->tails);
 	struct mercury_flow *f;
 	struct sk_buff *skb;
-	u32 last;
 
-	mercury_unsolo(c);
-	last = mercury_last_rank(c);
-	if (last == MERCURY_NO_RANK)
+	if (!n)
 		return NULL;
-	f = list_last_entry(&c->t.levels[last].flows, struct mercury_flow,
-			    node);
-	if (mercury_rank_of(f->tail) <= rank)
+	f = rb_entry(n, struct mercury_flow, tnode);
+	skb = f->tail;
+	if (mercury_rank_of(skb) <= rank)
 		return NULL;
-	skb = mercury_flow_pop_tail(c, f);
+	rb_erase_cached(&f->tnode, &c->tails);
+	mercury_pkts_erase(f, skb);
+	if (f->qlen)
+		rb_add_cached(&f->tnode, &c->tails, mercury_tail_before);
 	mercury_flow_requeue(c, f);
 	mercury_account_out(c, skb);
 	c->t.levels[mercury_rank_of(skb)].drops++;
+	if (c->share && !mercury_both_wait(c))
+		c->share_credit = 0;
 	return skb;
 }
 

@@ -10,49 +10,53 @@
  * Contract
  *  - Each packet carries a tag, read once at enqueue from skb->mark,
  *    skb->priority or the DSCP of its IPv4/IPv6 header as
- *    (value >> shift) & mask. Tag 1 is the most urgent;
- *    tags 1..levels are tagged levels, tags above levels count as
- *    levels (the least urgent tagged level). Tag 0 goes to the untagged
- *    class, placed before or after all tagged levels.
- *  - Packets of one flow (one skb_get_hash(), folded into a bucket) never
- *    overtake each other. A flow is served at the level of its most urgent
- *    queued packet. Flows at one level share it round-robin by bytes
- *    (deficit round robin, one quantum per round).
- *  - With flow_order off, the bucket is also chosen by level, so packets
- *    of one flow at different levels may overtake each other.
- *  - When full (limit packets or memory_limit bytes of truesize), the newest
- *    packet of a flow at the least urgent level is dropped, unless the
- *    arriving packet is not more urgent than it: then the arriving packet
- *    is dropped. A more urgent packet is never dropped to admit a less
- *    urgent one.
- *  - With the untagged class last and untagged_share > 0, untagged packets
- *    get at least that share of the bytes while tagged traffic saturates
- *    the link.
+ *    (value >> shift) & mask. Tag 1 is the most urgent; tags 1..levels
+ *    are tagged levels, tags above levels count as levels (the least
+ *    urgent tagged level). Tag 0 goes to the untagged class, placed
+ *    before or after all tagged levels.
+ *  - A flow is a socket (skb->sk, as sch_fq keys it); packets without a
+ *    full, connected socket (forwarded traffic, SYN-ACKs of listeners,
+ *    unconnected UDP) are keyed by their whole skb_get_hash(). No two
+ *    connections share a FIFO, and a socket that re-picks its hash (TCP
+ *    after a timeout) stays in its flow. With flow_order on, packets of a
+ *    flow never overtake each other and the flow is served at the rank of
+ *    its most urgent queued packet; with flow_order off a flow is one
+ *    socket at one rank. Flows at one level share it by bytes (deficit
+ *    round robin).
+ *  - Drops (limit packets, memory_limit bytes of truesize): the victim is
+ *    the newest packet of the flow whose newest packet is least urgent,
+ *    the newest such among equals; an arriving packet is dropped instead
+ *    when it would itself be that packet. So a packet with others of its
+ *    flow behind it is never dropped, with flow_order off the victim is
+ *    the least urgent packet queued (the newest among equals), and a more
+ *    urgent packet is never dropped to admit a less urgent one. A packet
+ *    larger than memory_limit by itself is dropped on arrival, and
+ *    nothing else.
+ *  - Untagged share: while untagged and tagged packets both wait, the
+ *    untagged class gets untagged_share percent of the bytes (at least,
+ *    when it is last; at most, when it is first, MERCURY_FIRST_SHARE by
+ *    default), so neither placement can starve the other class.
+ *  - peek returns the packet the next dequeue returns, and leaves it
+ *    queued; share credit and counters move at dequeue only.
  *  - With bypass on (the default), a packet that finds the qdisc empty
  *    and the device free is sent by the core at once, as with pfifo_fast
  *    and fq_codel: counted in the qdisc's statistics, not in its level's.
  *
- * Data structures, all O(1) per packet:
- *  - Levels are indexed by rank: 0 is served first. A three-level bitmap
- *    (64 x 64 x 64 bits, enough for 65537 ranks) marks ranks holding
- *    flows; find-first-set gives the most urgent, find-last-set the least
- *    urgent level, in three word operations whatever the number of levels.
- *  - Flows live in a fixed hash table of buckets allocated at
- *    configuration time: no allocation on the packet path.
- *  - A flow is a FIFO of skbs (skb->next/prev). Its most urgent packet is
- *    tracked by a "min chain" threaded through the skbs' qdisc cb: the
- *    chain holds the packets that no later packet of the flow is more
- *    urgent than, in FIFO order, so its first element is the flow's most
- *    urgent packet. Appending a packet unlinks the chain's tail while it is
- *    less urgent (amortised O(1): each packet leaves the chain once).
- *    Dequeue takes the FIFO head, which is the chain head or not on it.
- *    Dropping the FIFO tail, which is always the chain tail, re-threads the
- *    packets it had unlinked; this slow path is counted in chain_rebuilds.
- *  - A packet that finds the qdisc empty is held alone outside the flow
- *    table, with no hash or list work; the next arrival moves it in.
- *  - No memory per queued packet beyond the skb itself.
- *  - The packet-path structure lives in mercury_core.h, so that bench/ can
- *    compile and measure the same code in userspace.
+ * Data structures, every operation O(1) or O(log n) in the worst case
+ * (mercury_core.h; Documentation/sch_mercury.md):
+ *  - Levels indexed by rank (0 first) under a three-word bitmap:
+ *    first, last and next non-empty level in three word operations.
+ *  - Flows come from a kmem_cache (GFP_ATOMIC; a packet whose flow cannot
+ *    be allocated is dropped and counted) and are freed when empty. They
+ *    are found by key in a table of 'flows' small red-black trees.
+ *  - A flow's packets are an augmented red-black tree by arrival, linked
+ *    through skb->rbnode, each node keeping its subtree's most urgent
+ *    rank: push at the tail, pop at the head and drop at the tail are
+ *    O(log qlen), and the flow's rank is the root's minimum.
+ *  - A tree of flows ordered by their newest packet (rank, then arrival)
+ *    gives the drop victim in O(log flows).
+ *  - DRR with a quantum of at least the largest packet queued: the flow
+ *    to serve is found in one step, whatever the configured quantum.
  *
  * Locking: enqueue, dequeue and reset run under the qdisc root lock.
  * change() validates and allocates first, then applies under
@@ -62,9 +66,11 @@
 
 #include <linux/bitops.h>
 #include <linux/errno.h>
+#include <linux/hash.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/rbtree_augmented.h>
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/types.h>
@@ -75,13 +81,31 @@
 #include <net/netlink.h>
 #include <net/pkt_sched.h>
 #include <net/sch_generic.h>
+#include <net/sock.h>
+#include <net/tcp_states.h>
 #include <linux/mercury.h>
+
+struct mercury_flow;
+static struct mercury_flow *mercury_flow_alloc(void);
+static void mercury_flow_free(struct mercury_flow *f);
 
 #include "mercury_core.h"
 
+static struct kmem_cache *mercury_flow_cachep __read_mostly;
+
+static struct mercury_flow *mercury_flow_alloc(void)
+{
+	return kmem_cache_alloc(mercury_flow_cachep, GFP_ATOMIC | __GFP_NOWARN);
+}
+
+static void mercury_flow_free(struct mercury_flow *f)
+{
+	kmem_cache_free(mercury_flow_cachep, f);
+}
+
 struct mercury_config {
 	u32	levels;		/* tagged levels */
-	u32	flows;		/* buckets */
+	u32	flows;		/* flow lookup buckets */
 	u32	mask;		/* tag mask */
 	u32	limit;		/* packets */
 	u32	memory_limit;	/* bytes of truesize */
@@ -99,7 +123,6 @@ struct mercury_sched_data {
 	struct mercury_core	c;
 	struct mercury_config	cfg;
 	u32			untagged_rank;		/* rank of tag 0 */
-	s64			share_credit;		/* bytes x 100 */
 
 	/* statistics */
 	u32			stat_most_urgent;
@@ -108,7 +131,7 @@ struct mercury_sched_data {
 	u64			stat_inversions_avoided;
 	u64			stat_untagged_packets;
 	u64			stat_untagged_bytes;
-	u64			stat_share_forced;
+	u64			stat_drops_flows;	/* no memory for a flow */
 };
 
 static u32 mercury_tag_of_rank(const struct mercury_sched_data *q, u32 rank)
@@ -176,20 +199,61 @@ static u32 mercury_classify(const struct mercury_sched_data *q,
 	return q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST ? tag : tag - 1;
 }
 
-static bool mercury_over_limit(const struct mercury_sched_data *q,
-			       const struct Qdisc *sch, u32 truesize)
+/* The flow of a packet: its socket, as sch_fq keys flows. A queued skb
+ * holds a reference on its socket (sock_wfree and friends), and a flow
+ * lives only while it holds packets, so a socket pointer cannot name a
+ * new socket while its flow exists. Packets without a full, connected
+ * socket are keyed by their whole flow hash, with the low bit set so that
+ * they never meet a (word-aligned) socket pointer: forwarded traffic (no
+ * socket), SYN-ACKs (a request socket or a listener), and unconnected UDP
+ * (TCP_CLOSE: one socket, many destinations). A TCP socket that re-picks
+ * its txhash after a timeout keeps its key, so it keeps its flow.
+ */
+static unsigned long mercury_flow_key(struct sk_buff *skb)
 {
-	return sch->q.qlen >= q->cfg.limit ||
-	       q->c.memory_usage + truesize > q->cfg.memory_limit;
+	struct sock *sk = skb->sk;
+
+	if (!sk || !sk_fullsock(sk) || sk_listener(sk) ||
+	    sk->sk_state == TCP_CLOSE)
+		return (unsigned long)skb_get_hash(skb) << 1 | 1UL;
+	return (unsigned long)sk;
 }
 
-static void mercury_count_drop(struct mercury_sched_data *q,
-			       const struct Qdisc *sch)
+/* Would @extra more packets of @truesize bytes exceed a limit? */
+static bool mercury_over_limit(const struct mercury_sched_data *q,
+			       const struct Qdisc *sch, u32 extra, u32 truesize)
 {
-	if (sch->q.qlen >= q->cfg.limit)
+	return sch->q.qlen + extra > q->cfg.limit ||
+	       (u64)q->c.memory_usage + truesize > q->cfg.memory_limit;
+}
+
+/* Count a drop for the limit that is exceeded, the packet limit first. */
+static void mercury_count_drop(struct mercury_sched_data *q,
+			       const struct Qdisc *sch, u32 extra)
+{
+	if (sch->q.qlen + extra > q->cfg.limit)
 		q->stat_drops_limit++;
 	else
 		q->stat_drops_memory++;
+}
+
+/* A packet leaving the core: skb->rbnode overlaid skb->dev. */
+static struct sk_buff *mercury_out(struct Qdisc *sch, struct sk_buff *skb)
+{
+	skb->dev = qdisc_dev(sch);
+	return skb;
+}
+
+static int mercury_drop_arrival(struct sk_buff *skb, struct Qdisc *sch,
+				struct sk_buff **to_free, unsigned int dropped,
+				unsigned int dropped_len)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+
+	q->c.t.levels[mercury_rank_of(skb)].drops++;
+	if (dropped)
+		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
+	return qdisc_drop(skb, sch, to_free);
 }
 
 static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
@@ -198,29 +262,44 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 	struct mercury_sched_data *q = qdisc_priv(sch);
 	unsigned int dropped = 0, dropped_len = 0;
 	struct sk_buff *victim;
+	unsigned long key;
 	u32 rank, tag;
 
 	rank = mercury_classify(q, skb);
 	mercury_cb(skb)->rank = rank;
+	key = mercury_flow_key(skb);
 
-	while (mercury_over_limit(q, sch, skb->truesize)) {
-		mercury_count_drop(q, sch);
-		victim = mercury_victim(&q->c, rank);
-		if (!victim) {
-			q->c.t.levels[rank].drops++;
-			if (dropped)
-				qdisc_tree_reduce_backlog(sch, dropped,
-							  dropped_len);
-			return qdisc_drop(skb, sch, to_free);
+	/* Too big for memory_limit on its own: evicting others cannot help. */
+	if (unlikely(skb->truesize > q->cfg.memory_limit)) {
+		q->stat_drops_memory++;
+		return mercury_drop_arrival(skb, sch, to_free, 0, 0);
+	}
+	if (mercury_over_limit(q, sch, 1, skb->truesize)) {
+		/* never evict for a packet that could not be queued */
+		if (mercury_flow_reserve(&q->c, key, rank)) {
+			q->stat_drops_flows++;
+			return mercury_drop_arrival(skb, sch, to_free, 0, 0);
 		}
-		dropped++;
-		dropped_len += qdisc_pkt_len(victim);
-		qdisc_qstats_backlog_dec(sch, victim);
-		sch->q.qlen--;
-		qdisc_drop(victim, sch, to_free);
+		do {
+			mercury_count_drop(q, sch, 1);
+			victim = mercury_victim(&q->c, rank);
+			if (!victim)
+				return mercury_drop_arrival(skb, sch, to_free,
+							    dropped,
+							    dropped_len);
+			dropped++;
+			dropped_len += qdisc_pkt_len(victim);
+			qdisc_qstats_backlog_dec(sch, victim);
+			sch->q.qlen--;
+			qdisc_drop(mercury_out(sch, victim), sch, to_free);
+		} while (mercury_over_limit(q, sch, 1, skb->truesize));
 	}
 
-	mercury_insert(&q->c, skb);
+	if (unlikely(mercury_insert(&q->c, skb, key))) {
+		q->stat_drops_flows++;
+		return mercury_drop_arrival(skb, sch, to_free, dropped,
+					    dropped_len);
+	}
 	tag = mercury_tag_of_rank(q, rank);
 	if (tag && (!q->stat_most_urgent || tag < q->stat_most_urgent))
 		q->stat_most_urgent = tag;
@@ -235,53 +314,43 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
-	u32 rank = mercury_first_rank(&q->c);
-	u32 urank = q->untagged_rank;
+	u32 rank = mercury_next_rank(&q->c);
 	struct mercury_level *l;
 	struct sk_buff *skb;
-	unsigned int len;
-	bool untagged_waits;
 
 	if (rank == MERCURY_NO_RANK)
 		return NULL;
-
-	untagged_waits = q->cfg.share && rank != urank &&
-			 !list_empty(&q->c.t.levels[urank].flows);
-	if (untagged_waits && q->share_credit >= 0) {
-		/* the untagged class is last: nothing queued is less urgent */
-		rank = urank;
-		q->stat_share_forced++;
-	} else if (q->c.stat_levels > 1) {
-		/* @rank is the first level, so every other is less urgent */
-		q->stat_inversions_avoided++;
-	}
-
-	skb = mercury_pick(&q->c, rank);
-	len = qdisc_pkt_len(skb);
-
-	/* Minimum share: tagged bytes earn the untagged class credit while
-	 * it waits; each untagged byte spends it. (change() resets the
-	 * credit when the share changes.)
+	/* the level served first now is more urgent than every other one
+	 * (or the share chose the untagged class: counted there instead)
 	 */
-	if (q->cfg.share) {
-		if (rank == urank)
-			q->share_credit -= (s64)len * (100 - q->cfg.share);
-		else if (untagged_waits)
-			q->share_credit += (s64)len * q->cfg.share;
-		if (list_empty(&q->c.t.levels[urank].flows))
-			q->share_credit = 0;
-	}
+	if (q->c.stat_levels > 1 && rank == mercury_first_rank(&q->c))
+		q->stat_inversions_avoided++;
 
+	skb = mercury_out(sch, mercury_pick(&q->c, rank));
 	l = &q->c.t.levels[mercury_rank_of(skb)];
-	_bstats_update(&l->bstats, len, 1);
-	if (mercury_rank_of(skb) == urank) {
+	/* per segment, as the qdisc's own counters */
+	bstats_update(&l->bstats, skb);
+	if (mercury_rank_of(skb) == q->untagged_rank) {
 		q->stat_untagged_packets++;
-		q->stat_untagged_bytes += len;
+		q->stat_untagged_bytes += qdisc_pkt_len(skb);
 	}
 	qdisc_qstats_backlog_dec(sch, skb);
 	sch->q.qlen--;
 	qdisc_bstats_update(sch, skb);
 	return skb;
+}
+
+/* The packet the next dequeue returns, left in place (no held packet, so
+ * a more urgent arrival overtakes it while a parent waits for tokens).
+ */
+static struct sk_buff *mercury_peek(struct Qdisc *sch)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	u32 rank = mercury_next_rank(&q->c);
+
+	if (rank == MERCURY_NO_RANK)
+		return NULL;
+	return mercury_core_peek(&q->c, rank);
 }
 
 /* ---- configuration --------------------------------------------------- */
@@ -408,8 +477,8 @@ static const struct mercury_config mercury_defaults = {
 static void mercury_tables_free(struct mercury_tables *t)
 {
 	kvfree(t->levels);
-	kvfree(t->flows);
 	kvfree(t->leaf);
+	kvfree(t->buckets);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -420,10 +489,11 @@ static int mercury_tables_alloc(struct mercury_tables *t,
 	u32 i;
 
 	t->levels = kvcalloc(nranks, sizeof(*t->levels), GFP_KERNEL);
-	t->flows = kvcalloc(cfg->flows, sizeof(*t->flows), GFP_KERNEL);
 	t->leaf = kvcalloc(MERCURY_LEAF_WORDS(nranks), sizeof(*t->leaf),
 			   GFP_KERNEL);
-	if (!t->levels || !t->flows || !t->leaf) {
+	t->buckets = kvcalloc(1U << mercury_bucket_bits(cfg->flows),
+			      sizeof(*t->buckets), GFP_KERNEL);
+	if (!t->levels || !t->leaf || !t->buckets) {
 		mercury_tables_free(t);
 		return -ENOMEM;
 	}
@@ -431,8 +501,6 @@ static int mercury_tables_alloc(struct mercury_tables *t,
 		INIT_LIST_HEAD(&t->levels[i].flows);
 		gnet_stats_basic_sync_init(&t->levels[i].bstats);
 	}
-	for (i = 0; i < cfg->flows; i++)
-		INIT_LIST_HEAD(&t->flows[i].node);
 	return 0;
 }
 
@@ -509,6 +577,8 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 static void mercury_apply_cfg(struct mercury_sched_data *q,
 			      const struct mercury_config *cfg)
 {
+	bool first = cfg->untagged == TC_MERCURY_UNTAGGED_FIRST;
+
 	WRITE_ONCE(q->cfg.levels, cfg->levels);
 	WRITE_ONCE(q->cfg.flows, cfg->flows);
 	WRITE_ONCE(q->cfg.mask, cfg->mask);
@@ -521,24 +591,65 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	WRITE_ONCE(q->cfg.share, cfg->share);
 	WRITE_ONCE(q->cfg.flow_order, cfg->flow_order);
 	WRITE_ONCE(q->cfg.bypass, cfg->bypass);
-	q->untagged_rank = cfg->untagged == TC_MERCURY_UNTAGGED_FIRST ?
-			   0 : cfg->levels;
-	q->c.nflows = cfg->flows;
-	q->c.quantum = cfg->quantum;
+	q->untagged_rank = first ? 0 : cfg->levels;
+	q->c.urank = q->untagged_rank;
+	/* untagged first is capped too: it must not starve the gradients */
+	q->c.share = cfg->share ? cfg->share : first ? MERCURY_FIRST_SHARE : 0;
+	q->c.bucket_bits = mercury_bucket_bits(cfg->flows);
+	if (cfg->quantum != q->c.quantum) {
+		q->c.quantum = cfg->quantum;
+		q->c.drr_quantum = cfg->quantum;
+	}
 	q->c.flow_order = cfg->flow_order;
 }
 
-/* Unlink every queued packet, in service order. */
-static struct sk_buff *mercury_drain(struct mercury_sched_data *q)
+/* Unlink every queued packet, in service order, keeping the flows they
+ * leave as spares so that re-queueing them needs no allocation.
+ */
+static struct sk_buff *mercury_drain(struct Qdisc *sch)
 {
+	struct mercury_sched_data *q = qdisc_priv(sch);
 	struct sk_buff *head = NULL, **tail = &head;
 	u32 rank;
 
-	while ((rank = mercury_first_rank(&q->c)) != MERCURY_NO_RANK) {
-		*tail = mercury_pick(&q->c, rank);
+	q->c.keep_spares = U32_MAX;
+	while ((rank = mercury_next_rank(&q->c)) != MERCURY_NO_RANK) {
+		*tail = mercury_out(sch, mercury_pick(&q->c, rank));
 		tail = &(*tail)->next;
 	}
 	return head;
+}
+
+/* Carry a level's counters over a structural change, to the level that
+ * now has its tag; a tag that no longer has a level loses its class.
+ */
+static void mercury_carry_counters(struct mercury_sched_data *q,
+				   const struct mercury_config *old_cfg,
+				   const struct mercury_tables *old)
+{
+	u32 old_urank = old_cfg->untagged == TC_MERCURY_UNTAGGED_FIRST ?
+			0 : old_cfg->levels;
+	bool old_first = old_cfg->untagged == TC_MERCURY_UNTAGGED_FIRST;
+	bool first = q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST;
+	struct mercury_level *from, *to;
+	u32 rank, tag, nrank;
+
+	for (rank = 0; rank <= old_cfg->levels; rank++) {
+		from = &old->levels[rank];
+		tag = rank == old_urank ? 0 : old_first ? rank : rank + 1;
+		if (!tag)
+			nrank = q->untagged_rank;
+		else if (tag <= q->cfg.levels)
+			nrank = first ? tag : tag - 1;
+		else
+			continue;
+		to = &q->c.t.levels[nrank];
+		to->drops += from->drops;
+		u64_stats_add(&to->bstats.bytes,
+			      u64_stats_read(&from->bstats.bytes));
+		u64_stats_add(&to->bstats.packets,
+			      u64_stats_read(&from->bstats.packets));
+	}
 }
 
 static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
@@ -547,7 +658,7 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 	struct mercury_sched_data *q = qdisc_priv(sch);
 	struct mercury_tables old = {}, fresh = {};
 	unsigned int dropped = 0, dropped_len = 0;
-	struct mercury_config cfg = q->cfg;
+	struct mercury_config cfg = q->cfg, old_cfg = q->cfg;
 	struct sk_buff *skb, *next;
 	bool rebuild;
 	int err;
@@ -566,23 +677,38 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 
 	sch_tree_lock(sch);
 	if (rebuild) {
-		skb = q->c.t.levels ? mercury_drain(q) : NULL;
+		skb = q->c.t.levels ? mercury_drain(sch) : NULL;
 		old = q->c.t;
 		q->c.t = fresh;
 		q->c.top = 0;
 		memset(q->c.mid, 0, sizeof(q->c.mid));
-		q->c.stat_flows = 0;
 		q->c.stat_levels = 0;
-		q->share_credit = 0;
+		q->c.share_credit = 0;
 		mercury_apply_cfg(q, &cfg);
+		if (old.levels)
+			mercury_carry_counters(q, &old_cfg, &old);
 		for (; skb; skb = next) {
 			next = skb->next;
+			skb->next = NULL;
 			mercury_cb(skb)->rank = mercury_classify(q, skb);
-			mercury_insert(&q->c, skb);
+			if (mercury_insert(&q->c, skb, mercury_flow_key(skb))) {
+				/* flow_order off may need more flows than
+				 * were kept: no memory, so drop and count
+				 */
+				q->stat_drops_flows++;
+				q->c.t.levels[mercury_rank_of(skb)].drops++;
+				dropped++;
+				dropped_len += qdisc_pkt_len(skb);
+				qdisc_qstats_backlog_dec(sch, skb);
+				qdisc_qstats_drop(sch);
+				sch->q.qlen--;
+				rtnl_kfree_skbs(skb, skb);
+			}
 		}
+		mercury_spares_trim(&q->c, 1);
 	} else {
 		if (cfg.share != q->cfg.share)
-			q->share_credit = 0;
+			q->c.share_credit = 0;
 		mercury_apply_cfg(q, &cfg);
 	}
 	/* Like pfifo_fast and fq_codel: with nothing queued there is nothing
@@ -595,19 +721,18 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 	else
 		sch->flags &= ~TCQ_F_CAN_BYPASS;
 
-	/* A lower limit drops the least urgent packets now. */
-	while (sch->q.qlen > q->cfg.limit ||
-	       q->c.memory_usage > q->cfg.memory_limit) {
-		mercury_count_drop(q, sch);
+	/* A lower limit drops the least urgent packets now: O(log n) each. */
+	while (mercury_over_limit(q, sch, 0, 0)) {
 		skb = mercury_victim(&q->c, -1);
 		if (!skb)
 			break;
+		mercury_count_drop(q, sch, 0);
 		dropped++;
 		dropped_len += qdisc_pkt_len(skb);
 		qdisc_qstats_backlog_dec(sch, skb);
 		qdisc_qstats_drop(sch);
 		sch->q.qlen--;
-		rtnl_kfree_skbs(skb, skb);
+		rtnl_kfree_skbs(mercury_out(sch, skb), skb);
 	}
 	if (dropped)
 		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
@@ -622,50 +747,33 @@ static int mercury_init(struct Qdisc *sch, struct nlattr *opt,
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
+	mercury_core_init(&q->c);
 	q->cfg = mercury_defaults;
 	q->cfg.quantum = max_t(u32, q->cfg.quantum, 2 * psched_mtu(qdisc_dev(sch)));
 	mercury_apply_cfg(q, &q->cfg);
 	return mercury_change(sch, opt, extack);
 }
 
-static void mercury_purge(struct mercury_sched_data *q)
+/* Free every queued packet and every flow but the spare. */
+static void mercury_purge(struct Qdisc *sch)
 {
-	struct mercury_flow *f;
-	u32 i;
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	struct sk_buff *skb;
+	u32 rank;
 
 	if (!q->c.t.levels)
 		return;
-	if (q->c.solo)
-		rtnl_kfree_skbs(q->c.solo, q->c.solo);
-	q->c.solo = NULL;
-	for (i = 0; i < q->cfg.flows; i++) {
-		f = &q->c.t.flows[i];
-		if (f->head)
-			rtnl_kfree_skbs(f->head, f->tail);
-		f->head = NULL;
-		f->tail = NULL;
-		f->chain_head = NULL;
-		f->qlen = 0;
-		INIT_LIST_HEAD(&f->node);
+	while ((rank = mercury_next_rank(&q->c)) != MERCURY_NO_RANK) {
+		skb = mercury_out(sch, mercury_pick(&q->c, rank));
+		rtnl_kfree_skbs(skb, skb);
 	}
-	for (i = 0; i <= q->cfg.levels; i++) {
-		INIT_LIST_HEAD(&q->c.t.levels[i].flows);
-		q->c.t.levels[i].nflows = 0;
-		q->c.t.levels[i].qlen = 0;
-		q->c.t.levels[i].backlog = 0;
-	}
-	memset(q->c.t.leaf, 0, MERCURY_LEAF_WORDS(q->cfg.levels + 1) * sizeof(u64));
-	memset(q->c.mid, 0, sizeof(q->c.mid));
-	q->c.top = 0;
-	q->c.memory_usage = 0;
-	q->share_credit = 0;
-	q->c.stat_flows = 0;
-	q->c.stat_levels = 0;
+	q->c.share_credit = 0;
+	q->c.drr_quantum = q->c.quantum;
 }
 
 static void mercury_reset(struct Qdisc *sch)
 {
-	mercury_purge(qdisc_priv(sch));
+	mercury_purge(sch);
 	sch->q.qlen = 0;
 	sch->qstats.backlog = 0;
 }
@@ -674,7 +782,9 @@ static void mercury_destroy(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
-	mercury_purge(q);
+	mercury_purge(sch);
+	if (q->c.spares.next)
+		mercury_spares_trim(&q->c, 0);
 	mercury_tables_free(&q->c.t);
 }
 
@@ -716,9 +826,8 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 
 	st.type = TC_MERCURY_XSTATS_QDISC;
 	sch_tree_lock(sch);
-	/* the lone packet is one flow at one level, outside the table */
-	st.flows = q->c.stat_flows + !!q->c.solo;
-	st.levels_active = q->c.stat_levels + !!q->c.solo;
+	st.flows = q->c.nflows;
+	st.levels_active = q->c.stat_levels;
 	st.most_urgent = q->stat_most_urgent;
 	st.memory_usage = q->c.memory_usage;
 	st.drops_limit = q->stat_drops_limit;
@@ -726,8 +835,8 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	st.inversions_avoided = q->stat_inversions_avoided;
 	st.untagged_packets = q->stat_untagged_packets;
 	st.untagged_bytes = q->stat_untagged_bytes;
-	st.share_forced = q->stat_share_forced;
-	st.chain_rebuilds = q->c.stat_chain_rebuilds;
+	st.share_forced = q->c.stat_share_forced;
+	st.drops_flows = q->stat_drops_flows;
 	sch_tree_unlock(sch);
 
 	return gnet_stats_copy_app(d, &st, sizeof(st));
@@ -813,8 +922,6 @@ static int mercury_dump_class_stats(struct Qdisc *sch, unsigned long cl,
 	sch_tree_lock(sch);
 	st.tag = mercury_tag_of_rank(q, rank);
 	st.flows = l->nflows;
-	if (q->c.solo && mercury_rank_of(q->c.solo) == rank)
-		st.flows++;
 	qs.backlog = l->backlog;
 	qs.drops = l->drops;
 	qlen = l->qlen;
@@ -840,7 +947,7 @@ static struct Qdisc_ops mercury_qdisc_ops __read_mostly = {
 	.priv_size	= sizeof(struct mercury_sched_data),
 	.enqueue	= mercury_enqueue,
 	.dequeue	= mercury_dequeue,
-	.peek		= qdisc_peek_dequeued,
+	.peek		= mercury_peek,
 	.init		= mercury_init,
 	.reset		= mercury_reset,
 	.destroy	= mercury_destroy,
@@ -852,13 +959,28 @@ static struct Qdisc_ops mercury_qdisc_ops __read_mostly = {
 
 static int __init mercury_module_init(void)
 {
+	int err;
+
 	BUILD_BUG_ON(sizeof(struct mercury_skb_cb) > QDISC_CB_PRIV_LEN);
-	return register_qdisc(&mercury_qdisc_ops);
+	mercury_flow_cachep = kmem_cache_create("mercury_flow",
+						sizeof(struct mercury_flow),
+						0, SLAB_HWCACHE_ALIGN, NULL);
+	if (!mercury_flow_cachep)
+		return -ENOMEM;
+	err = register_qdisc(&mercury_qdisc_ops);
+	if (err)
+		goto err_cache;
+	return 0;
+
+err_cache:
+	kmem_cache_destroy(mercury_flow_cachep);
+	return err;
 }
 
 static void __exit mercury_module_exit(void)
 {
 	unregister_qdisc(&mercury_qdisc_ops);
+	kmem_cache_destroy(mercury_flow_cachep);
 }
 
 module_init(mercury_module_init);

@@ -44,7 +44,8 @@ extract_kernel_tools() {
 	local top dst tarball
 	top=$(cd "$(dirname "$0")/.." && pwd)
 	dst=$top/build/linux-src
-	[ -f "$dst/scripts/checkpatch.pl" ] && [ -d "$dst/tools/testing/selftests/tc-testing" ] && return 0
+	[ -f "$dst/scripts/checkpatch.pl" ] && [ -d "$dst/tools/testing/selftests/tc-testing" ] &&
+		[ -f "$dst/tools/lib/rbtree.c" ] && return 0
 	tarball=$(ls /usr/src/linux-source-6.1.tar.* 2>/dev/null | head -n 1)
 	[ -n "$tarball" ] || { echo "install-deps: no linux-source tarball" >&2; return 1; }
 	echo "install-deps: extracting checkpatch and tc-testing from $tarball"
@@ -54,7 +55,9 @@ extract_kernel_tools() {
 		linux-source-6.1/scripts/spelling.txt \
 		linux-source-6.1/scripts/const_structs.checkpatch \
 		linux-source-6.1/tools/testing/selftests/tc-testing \
-		linux-source-6.1/tools/testing/selftests/kselftest.h
+		linux-source-6.1/tools/testing/selftests/kselftest.h \
+		linux-source-6.1/tools/include \
+		linux-source-6.1/tools/lib/rbtree.c
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

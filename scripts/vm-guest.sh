@@ -29,7 +29,7 @@ echo "MERCURY-GUEST-START"
 while read -r t; do
 	name=$(basename "$t" .sh)
 	echo "MERCURY-TEST-START $name"
-	timeout -k 5 "${MERCURY_TEST_TIMEOUT:-900}" bash "$t" > "$out/$name.log" 2>&1 < /dev/null
+	timeout -k 5 "${MERCURY_TEST_TIMEOUT:-1800}" bash "$t" > "$out/$name.log" 2>&1 < /dev/null
 	echo $? > "$out/$name.rc"
 	echo "MERCURY-TEST-END $name $(cat "$out/$name.rc")"
 	# the log so far, kept in case the guest dies or is stopped later

@@ -82,10 +82,18 @@ case_run "tag from mark with shift and mask" \
 	--shift 8 --burst lo:9:150 --burst hi:3:30 -- \
 	urgent-first --urgent hi --max-before 3 --min-overtaken 100
 
-case_run "untagged first overtakes tagged" \
+# untagged first is served first but capped at half the bytes while tagged
+# packets wait: it overtakes (half the link at once), and an untagged bulk
+# no longer starves the gradients (they keep the other half)
+case_run "untagged first overtakes tagged, up to half the link" \
 	mercury untagged first -- \
-	--burst t:5:150 --burst u:0:30 -- \
-	urgent-first --urgent u --max-before 3 --min-overtaken 140
+	--burst t:5:150 --burst u:0:60 -- \
+	share --urgent u --share 45 --slack 30
+
+case_run "untagged first bulk leaves tagged half the link" \
+	mercury untagged first -- \
+	--burst u:0:150 --burst t:5:60 -- \
+	share --urgent t --share 45 --slack 30
 
 # A plan wider than the qdisc: tag 9 of 8 levels is a gradient at the
 # least urgent level, not untagged traffic served first.

@@ -33,10 +33,13 @@ print(" ".join(out))')
 total=$(echo "$bursts" | tr ' ' '\n' | awk -F: '/^f/ { s += $3 } END { print s }')
 log "sending $total packets in 160 bursts"
 
-rm -f $R $R.ready
-$IP netns exec $NS_R $TRAFFIC recv --count "$total" --out $R --ready $R.ready --idle 8 --max-time 300 &
-RECV=$!
-while [ ! -e $R.ready ]; do sleep 0.1; done
+# The receiver stops once the link drained, never on a short idle timer:
+# on a loaded machine the sender may start more than seconds late, and a
+# receiver gone early answers with ICMP, whose ARP reply then enters the
+# queue under test (the reverse neighbour is pinned against that too).
+pin_reverse_neigh
+start_receiver $R "$total" 600
+RECV=$recv_pid
 # shellcheck disable=SC2086
 $IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --gap 0.005 $bursts &
 SEND=$!
@@ -57,6 +60,8 @@ print('levels %d flows %d limit %d untagged %s quantum %d' % (
 	sleep 0.2
 done
 wait $SEND
+wait_backlog_zero veth0 1: 120
+touch $R.stop
 wait $RECV
 
 got=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' $R)

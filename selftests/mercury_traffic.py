@@ -12,7 +12,8 @@ send:   each --burst NAME:TAG:COUNT sends COUNT packets from the socket NAME
         lets the sender queue everything, then releases the link, and the
         kick restarts a parent qdisc that does not restart itself.
 recv:   records "NAME TAG SEQ" per arriving packet, in arrival order, until
-        --count packets or --idle seconds without a packet.
+        --count packets, --idle seconds without a packet, or (--stop F)
+        one second without a packet once the file F exists.
 check:  assertions over a recording, printing the reason on failure.
 classes: the class handles of one qdisc as an rtnetlink dump lists them,
         read one message batch at a time; after --inject-after batches it
@@ -96,22 +97,24 @@ def cmd_recv(a):
     s = socket.socket(family(a), socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
     s.bind(("::" if a.family == 6 else "0.0.0.0", a.port))
-    # Wake up every second to notice --stop: a run with drops receives
-    # fewer than --count packets, and waiting --idle for them is waste.
-    s.settimeout(min(a.idle, 1.0))
+    # with --stop, wake up often to look for the file
+    step = min(a.idle, 0.5) if a.stop else a.idle
+    s.settimeout(step)
     got = []
     with open(a.ready, "w") as f:
         f.write("ready\n")
     deadline = time.time() + a.max_time
-    last = time.time()
+    quiet = 0.0
     while len(got) < a.count and time.time() < deadline:
         try:
             data = s.recv(65536)
         except socket.timeout:
-            if time.time() - last >= a.idle or (a.stop and os.path.exists(a.stop)):
+            quiet += step
+            if quiet >= a.idle or (a.stop and os.path.exists(a.stop) and
+                                   quiet >= 1.0):
                 break
             continue
-        last = time.time()
+        quiet = 0.0
         name, tag, seq = data.split(b" ")[:3]
         got.append((name.decode(), int(tag), int(seq)))
     with open(a.out, "w") as f:
@@ -282,10 +285,11 @@ def main():
     r.add_argument("--family", type=int, choices=[4, 6], default=4)
     r.add_argument("--count", type=int, required=True)
     r.add_argument("--idle", type=float, default=10.0)
+    r.add_argument("--stop", help="once this file exists, stop after one"
+                   " quiet second: the test knows nothing more will come")
     r.add_argument("--max-time", type=float, default=120.0)
     r.add_argument("--out", required=True)
     r.add_argument("--ready", required=True)
-    r.add_argument("--stop", help="once this file exists, stop after 1 s without packets")
     c = sub.add_parser("check")
     c.add_argument("what", choices=["urgent-first", "fifo", "in-flow-order",
                                     "reordered", "urgent-last", "share",

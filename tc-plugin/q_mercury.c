@@ -315,6 +315,8 @@ static void mercury_print_qdisc_xstats(const struct tc_mercury_xstats *st)
 		  st->untagged_bytes);
 	print_u64(PRINT_ANY, "share_forced", " share_forced %llu",
 		  st->share_forced);
+	print_u64(PRINT_ANY, "drops_flows", " drops_flows %llu",
+		  st->drops_flows);
 }
 
 static void mercury_print_class_xstats(const struct tc_mercury_cl_xstats *st)

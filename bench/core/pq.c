@@ -11,7 +11,30 @@
 
 #define PQ_SEQ_BITS	40	/* low key bits; ranks take the 24 above */
 
-static inline u64 pq_key(u32 rank, u64 seq)
+u32 pq_fail_allocs;
+u64 pq_live_flows;
+
+struct mercury_flow *mercury_flow_alloc(void)
+{
+	struct mercury_flow *f;
+
+	if (pq_fail_allocs) {
+		pq_fail_allocs--;
+		return NULL;
+	}
+	f = malloc(sizeof(*f));
+	if (f)
+		pq_live_flows++;
+	return f;
+}
+
+void mercury_flow_free(struct mercury_flow *f)
+{
+	pq_live_flows--;
+	free(f);
+}
+
+static inline u64 pq_heap_key(u32 rank, u64 seq)
 {
 	return (u64)rank << PQ_SEQ_BITS | (seq & (BIT_ULL(PQ_SEQ_BITS) - 1));
 }
@@ -35,6 +58,8 @@ const char *pq_kind_name(enum pq_kind kind)
 		return "heap";
 	case PQ_RBTREE:
 		return "rbtree";
+	case PQ_V1:
+		return "v1";
 	default:
 		return "?";
 	}
@@ -43,31 +68,33 @@ const char *pq_kind_name(enum pq_kind kind)
 size_t pq_mercury_table_bytes(u32 levels, u32 buckets)
 {
 	return (size_t)(levels + 1) * sizeof(struct mercury_level) +
-	       (size_t)buckets * sizeof(struct mercury_flow) +
+	       (sizeof(struct rb_root) << mercury_bucket_bits(buckets)) +
 	       MERCURY_LEAF_WORDS((size_t)levels + 1) * sizeof(u64);
 }
 
 static int pq_mercury_init(struct pq *pq, const struct pq_cfg *cfg)
 {
 	struct mercury_tables *t = &pq->core.t;
+	struct mercury_core *c = &pq->core;
 	u32 nranks = cfg->levels + 1, i;
 
 	if (!cfg->levels || cfg->levels > TC_MERCURY_MAX_LEVELS ||
 	    !cfg->buckets || cfg->buckets > TC_MERCURY_MAX_FLOWS)
 		return -EINVAL;
+	mercury_core_init(c);
+	c->bucket_bits = mercury_bucket_bits(cfg->buckets);
 	/* calloc, as the module's kvcalloc: zeroed tables */
 	t->levels = calloc(nranks, sizeof(*t->levels));
-	t->flows = calloc(cfg->buckets, sizeof(*t->flows));
 	t->leaf = calloc(MERCURY_LEAF_WORDS(nranks), sizeof(*t->leaf));
-	if (!t->levels || !t->flows || !t->leaf)
+	t->buckets = calloc(1U << c->bucket_bits, sizeof(*t->buckets));
+	if (!t->levels || !t->leaf || !t->buckets)
 		return -ENOMEM;
 	for (i = 0; i < nranks; i++)
 		INIT_LIST_HEAD(&t->levels[i].flows);
-	for (i = 0; i < cfg->buckets; i++)
-		INIT_LIST_HEAD(&t->flows[i].node);
-	pq->core.nflows = cfg->buckets;
-	pq->core.quantum = cfg->quantum ? cfg->quantum : 2 * 1514;
-	pq->core.flow_order = cfg->flow_order;
+	c->quantum = cfg->quantum ? cfg->quantum : 2 * 1514;
+	c->drr_quantum = c->quantum;
+	c->flow_order = cfg->flow_order;
+	c->urank = 0;
 	return 0;
 }
 
@@ -93,6 +120,10 @@ int pq_create(struct pq **out, const struct pq_cfg *cfg)
 		if (!pq->heap)
 			err = -ENOMEM;
 		break;
+	case PQ_V1:
+		err = v1_create(&pq->v1, cfg->levels, cfg->buckets,
+				cfg->flow_order, cfg->quantum);
+		break;
 	default:
 		RB_INIT(&pq->rb);
 		break;
@@ -109,25 +140,35 @@ void pq_destroy(struct pq *pq)
 {
 	if (!pq)
 		return;
+	if (pq->kind == PQ_MERCURY && pq->core.t.levels) {
+		while (pq_mercury_pop(pq))
+			;
+		mercury_spares_trim(&pq->core, 0);
+	}
 	free(pq->core.t.levels);
-	free(pq->core.t.flows);
+	free(pq->core.t.buckets);
 	free(pq->core.t.leaf);
+	v1_destroy(pq->v1);
 	free(pq->heap);
 	free(pq);
 }
 
 /* ---- mercury ------------------------------------------------------------ */
 
-void pq_mercury_push(struct pq *pq, struct pq_pkt *pkt, u32 rank)
+int pq_mercury_push(struct pq *pq, struct pq_pkt *pkt, u32 rank)
 {
+	int err;
+
 	mercury_cb(&pkt->skb)->rank = rank;
-	mercury_insert(&pq->core, &pkt->skb);
-	pq->len++;
+	err = mercury_insert(&pq->core, &pkt->skb, pq_key(pkt));
+	if (!err)
+		pq->len++;
+	return err;
 }
 
 struct pq_pkt *pq_mercury_pop(struct pq *pq)
 {
-	u32 rank = mercury_first_rank(&pq->core);
+	u32 rank = mercury_next_rank(&pq->core);
 
 	if (rank == MERCURY_NO_RANK)
 		return NULL;
@@ -141,7 +182,7 @@ struct pq_pkt *pq_mercury_pop(struct pq *pq)
 void pq_heap_push(struct pq *pq, struct pq_pkt *pkt, u32 rank)
 {
 	struct pq_heap_slot *h = pq->heap;
-	u64 key = pq_key(rank, pq->seq++);
+	u64 key = pq_heap_key(rank, pq->seq++);
 	u32 i = pq->len++, parent;
 
 	pkt->key = key;
@@ -188,7 +229,7 @@ struct pq_pkt *pq_heap_pop(struct pq *pq)
 
 void pq_rbtree_push(struct pq *pq, struct pq_pkt *pkt, u32 rank)
 {
-	pkt->key = pq_key(rank, pq->seq++);
+	pkt->key = pq_heap_key(rank, pq->seq++);
 	RB_INSERT(pq_rb, &pq->rb, pkt);
 	if (!pq->rb_min || pkt->key < pq->rb_min->key)
 		pq->rb_min = pkt;
@@ -207,20 +248,41 @@ struct pq_pkt *pq_rbtree_pop(struct pq *pq)
 	return min;
 }
 
+/* The least urgent packet, the newest among equals, if less urgent than
+ * @rank: the drop policy of a tree of packets.
+ */
+struct pq_pkt *pq_rbtree_drop(struct pq *pq, s64 rank)
+{
+	struct pq_pkt *max = RB_MAX(pq_rb, &pq->rb);
+
+	if (!max || (s64)(max->key >> PQ_SEQ_BITS) <= rank)
+		return NULL;
+	if (max == pq->rb_min)
+		pq->rb_min = NULL;	/* it was the only packet */
+	RB_REMOVE(pq_rb, &pq->rb, max);
+	pq->len--;
+	return max;
+}
+
 /* ---- by kind ------------------------------------------------------------ */
 
 u32 pq_rank_of(const struct pq *pq, const struct pq_pkt *pkt)
 {
 	if (pq->kind == PQ_MERCURY)
 		return mercury_rank_of(&pkt->skb);
+	if (pq->kind == PQ_V1)
+		return v1_rank_of(&pkt->skb);
 	return (u32)(pkt->key >> PQ_SEQ_BITS);
 }
 
-void pq_push(struct pq *pq, struct pq_pkt *pkt, u32 rank)
+int pq_push(struct pq *pq, struct pq_pkt *pkt, u32 rank)
 {
 	switch (pq->kind) {
 	case PQ_MERCURY:
-		pq_mercury_push(pq, pkt, rank);
+		return pq_mercury_push(pq, pkt, rank);
+	case PQ_V1:
+		v1_push(pq->v1, &pkt->skb, rank);
+		pq->len++;
 		break;
 	case PQ_HEAP:
 		pq_heap_push(pq, pkt, rank);
@@ -229,6 +291,7 @@ void pq_push(struct pq *pq, struct pq_pkt *pkt, u32 rank)
 		pq_rbtree_push(pq, pkt, rank);
 		break;
 	}
+	return 0;
 }
 
 struct pq_pkt *pq_pop(struct pq *pq)
@@ -236,6 +299,13 @@ struct pq_pkt *pq_pop(struct pq *pq)
 	switch (pq->kind) {
 	case PQ_MERCURY:
 		return pq_mercury_pop(pq);
+	case PQ_V1: {
+		struct sk_buff *skb = v1_pop(pq->v1);
+
+		if (skb)
+			pq->len--;
+		return (struct pq_pkt *)skb;
+	}
 	case PQ_HEAP:
 		return pq_heap_pop(pq);
 	default:

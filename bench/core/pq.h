@@ -3,6 +3,8 @@
  * pq.h	The three priority queues the core benchmark compares.
  *
  *  - mercury: kmod/mercury_core.h itself, compiled through shim.h;
+ *  - v1:      the first version of that core (mercury_core_v1.h, v1.c),
+ *             kept as the baseline the second is measured against;
  *  - heap:    a binary min-heap of (rank, seq) keys, written here;
  *  - rbtree:  libbsd's red-black tree (<bsd/sys/tree.h>) of (rank, seq),
  *             with a cached minimum as the kernel's rb_root_cached keeps.
@@ -18,6 +20,14 @@
 #include "shim.h"
 #include <bsd/sys/cdefs.h>
 #include <bsd/sys/tree.h>
+
+/* The core's flow allocator: malloc, with failures injected on demand. */
+struct mercury_flow;
+struct mercury_flow *mercury_flow_alloc(void);
+void mercury_flow_free(struct mercury_flow *f);
+extern u32 pq_fail_allocs;	/* the next this many allocations fail */
+extern u64 pq_live_flows;	/* allocated and not freed */
+
 #include "../../kmod/mercury_core.h"
 
 _Static_assert(sizeof(struct mercury_skb_cb) <= QDISC_CB_PRIV_LEN,
@@ -34,13 +44,14 @@ enum pq_kind {
 	PQ_MERCURY,
 	PQ_HEAP,
 	PQ_RBTREE,
+	PQ_V1,
 	PQ_NKINDS,
 };
 
 struct pq_cfg {
 	enum pq_kind	kind;
 	u32		levels;		/* tagged levels: ranks 1..levels */
-	u32		buckets;	/* mercury flow buckets */
+	u32		buckets;	/* mercury: lookup buckets; v1: flow buckets */
 	bool		flow_order;	/* mercury flow_order */
 	u32		capacity;	/* heap: most packets queued at once */
 	u32		quantum;	/* mercury DRR quantum, bytes */
@@ -59,6 +70,8 @@ struct pq {
 	u32			len;		/* packets queued */
 	/* mercury */
 	struct mercury_core	core;
+	/* v1 */
+	struct v1		*v1;
 	/* heap */
 	struct pq_heap_slot	*heap;
 	u32			cap;
@@ -71,11 +84,29 @@ const char *pq_kind_name(enum pq_kind kind);
 int pq_create(struct pq **pq, const struct pq_cfg *cfg);
 void pq_destroy(struct pq *pq);
 
+struct v1;
+int v1_create(struct v1 **v, u32 levels, u32 buckets, bool flow_order,
+	      u32 quantum);
+void v1_destroy(struct v1 *v);
+void v1_push(struct v1 *v, struct sk_buff *skb, u32 rank);
+struct sk_buff *v1_pop(struct v1 *v);
+/* v1's drop policy: its victim for an arrival of @rank, or NULL. */
+struct sk_buff *v1_victim(struct v1 *v, s64 rank);
+u32 v1_rank_of(const struct sk_buff *skb);
+
+/* The key mercury's core gets for a packet: the hash fallback's. */
+static inline unsigned long pq_key(const struct pq_pkt *pkt)
+{
+	return (unsigned long)pkt->skb.hash << 1 | 1;
+}
+
 /* Bytes of configuration-sized state mercury allocates for @cfg. */
 size_t pq_mercury_table_bytes(u32 levels, u32 buckets);
 
-/* Queue @pkt at @rank (0 is served first); hash and len must be set. */
-void pq_mercury_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
+/* Queue @pkt at @rank (0 is served first); hash and len must be set.
+ * mercury's push fails (and queues nothing) without a flow for it.
+ */
+int pq_mercury_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
 void pq_heap_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
 void pq_rbtree_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
 
@@ -84,10 +115,12 @@ struct pq_pkt *pq_mercury_pop(struct pq *pq);
 struct pq_pkt *pq_heap_pop(struct pq *pq);
 struct pq_pkt *pq_rbtree_pop(struct pq *pq);
 
+struct pq_pkt *pq_rbtree_drop(struct pq *pq, s64 rank);
+
 /* Rank of a queued or just popped packet. */
 u32 pq_rank_of(const struct pq *pq, const struct pq_pkt *pkt);
 
-void pq_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
+int pq_push(struct pq *pq, struct pq_pkt *pkt, u32 rank);
 struct pq_pkt *pq_pop(struct pq *pq);
 
 #endif /* MERCURY_BENCH_PQ_H */

@@ -12,94 +12,45 @@
 #ifndef MERCURY_BENCH_SHIM_H
 #define MERCURY_BENCH_SHIM_H
 
+/*
+ * The kernel's own list, rbtree and hash code, from tools/include and
+ * tools/lib/rbtree.c of the kernel source (scripts/install-deps.sh puts
+ * them under build/linux-src): the core's trees in userspace are the
+ * kernel's trees, not a re-implementation.
+ */
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/types.h>
+#include <linux/kernel.h>
+#include <linux/bitops.h>
+#include <linux/list.h>
+#include <linux/hash.h>
+#include <linux/rbtree_augmented.h>
 
-typedef uint8_t u8;
-typedef uint16_t u16;
-typedef uint32_t u32;
-typedef uint64_t u64;
-typedef int64_t s64;
-
-#define __packed		__attribute__((packed))
+#ifndef U32_MAX
 #define U32_MAX			((u32)~0U)
-#define BIT_ULL(n)		(1ULL << (n))
-#define DIV_ROUND_UP(n, d)	(((n) + (d) - 1) / (d))
+#endif
 
-/* Both are undefined for 0 in the kernel too; the core never asks. */
+/* Undefined for 0 in the kernel too; the core never asks. */
 static inline unsigned int __ffs64(u64 w)
 {
 	return (unsigned int)__builtin_ctzll(w);
 }
 
-static inline int fls64(u64 w)
-{
-	return w ? 64 - __builtin_clzll(w) : 0;
-}
-
-/* ---- list_head, as include/linux/list.h ---------------------------- */
-
-struct list_head {
-	struct list_head *next, *prev;
-};
-
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-#define list_entry(ptr, type, member)	container_of(ptr, type, member)
-#define list_first_entry(head, type, member) \
-	list_entry((head)->next, type, member)
-#define list_last_entry(head, type, member) \
-	list_entry((head)->prev, type, member)
-
-static inline void INIT_LIST_HEAD(struct list_head *l)
-{
-	l->next = l;
-	l->prev = l;
-}
-
-static inline bool list_empty(const struct list_head *h)
-{
-	return h->next == h;
-}
-
-static inline void __list_add(struct list_head *n, struct list_head *prev,
-			      struct list_head *next)
-{
-	next->prev = n;
-	n->next = next;
-	n->prev = prev;
-	prev->next = n;
-}
-
-static inline void list_add_tail(struct list_head *n, struct list_head *h)
-{
-	__list_add(n, h->prev, h);
-}
-
-static inline void __list_del_entry(struct list_head *e)
-{
-	e->next->prev = e->prev;
-	e->prev->next = e->next;
-}
-
-static inline void list_del_init(struct list_head *e)
-{
-	__list_del_entry(e);
-	INIT_LIST_HEAD(e);
-}
-
-static inline void list_move_tail(struct list_head *e, struct list_head *h)
-{
-	__list_del_entry(e);
-	list_add_tail(e, h);
-}
-
 /* ---- the packet -------------------------------------------------------- */
 
+/* next, prev and dev overlay rbnode, as in the kernel's sk_buff. */
 struct sk_buff {
-	struct sk_buff	*next;
-	struct sk_buff	*prev;
+	union {
+		struct {
+			struct sk_buff	*next;
+			struct sk_buff	*prev;
+			void		*dev;
+		};
+		struct rb_node	rbnode;
+	};
 	unsigned int	len;		/* bytes */
 	unsigned int	truesize;	/* bytes */
 	u32		hash;		/* flow hash, as skb->hash */
@@ -134,17 +85,6 @@ static inline void qdisc_cb_private_validate(const struct sk_buff *skb, int sz)
 {
 	(void)skb;
 	(void)sz;
-}
-
-/* The packets are built with their hash set, as after flow dissection. */
-static inline u32 skb_get_hash(struct sk_buff *skb)
-{
-	return skb->hash;
-}
-
-static inline u32 reciprocal_scale(u32 val, u32 ep_ro)
-{
-	return (u32)(((u64)val * ep_ro) >> 32);
 }
 
 /* Per-level byte/packet counters: only their size matters here. The

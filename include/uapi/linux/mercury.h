@@ -28,7 +28,7 @@ enum {
 };
 
 #define TC_MERCURY_MAX_LEVELS	65536	/* tagged levels: tags 1..levels */
-#define TC_MERCURY_MAX_FLOWS	65536	/* flow buckets */
+#define TC_MERCURY_MAX_FLOWS	65536	/* flow lookup buckets */
 #define TC_MERCURY_MAX_SHARE	90	/* untagged share, percent */
 #define TC_MERCURY_MAX_MEMORY_LIMIT	(1U << 31)	/* bytes: 2 GiB */
 
@@ -47,7 +47,7 @@ enum {
 	TCA_MERCURY_UNTAGGED,		/* u8: TC_MERCURY_UNTAGGED_* */
 	TCA_MERCURY_UNTAGGED_SHARE,	/* u8: percent of bytes, 'last' only */
 	TCA_MERCURY_FLOW_ORDER,		/* u8: 1 keeps each flow in order */
-	TCA_MERCURY_FLOWS,		/* u32: flow hash buckets */
+	TCA_MERCURY_FLOWS,		/* u32: flow lookup buckets */
 	TCA_MERCURY_LIMIT,		/* u32: packets */
 	TCA_MERCURY_MEMORY_LIMIT,	/* u32: bytes of skb truesize, at most
 					 * TC_MERCURY_MAX_MEMORY_LIMIT
@@ -65,7 +65,7 @@ enum {
 struct tc_mercury_xstats {
 	__u32	type;			/* TC_MERCURY_XSTATS_QDISC */
 	__u32	reserved;		/* 0 */
-	__u32	flows;			/* flow buckets holding packets now */
+	__u32	flows;			/* flows holding packets now */
 	__u32	levels_active;		/* levels holding flows now */
 	__u32	most_urgent;		/* smallest tag ever queued, 0: none */
 	__u32	memory_usage;		/* bytes of skb truesize queued */
@@ -79,7 +79,12 @@ struct tc_mercury_xstats {
 	__u64	share_forced;		/* untagged packets sent ahead of tagged
 					 * ones to honour untagged_share
 					 */
-	__u64	chain_rebuilds;		/* tail drops that rescanned a flow */
+	__u64	chain_rebuilds;		/* always 0: the second core has no
+					 * min chain to rescan
+					 */
+	__u64	drops_flows;		/* packets dropped: no memory for
+					 * their flow
+					 */
 };
 
 /*
