@@ -32,7 +32,7 @@ export UBSAN_OPTIONS=exitcode=99:halt_on_error=1:print_stacktrace=1
 # The sources only: what make clean would leave.
 (cd "$top" && tar -c --exclude='*.o' --exclude='*.a' --exclude='*.so' \
 	--exclude='*.so.*' \
-	userspace include VERSION profiles) |
+	userspace include scripts VERSION profiles) |
 	tar -x -C "$w"
 for d in lib sim ps ctl; do
 	make -s -C "$w/userspace/$d" clean > /dev/null 2>&1
@@ -58,13 +58,18 @@ for t in "$w"/userspace/{lib,ps,ctl}/tests/test_*; do
 	case $t in *.c|*.o|*.h) continue ;; esac
 	[ -x "$t" ] || continue
 	name=${t#"$w"/userspace/}
-	(cd "$(dirname "$t")" && CMOCKA_MESSAGE_OUTPUT=TAP "./$(basename "$t")") > "$w/t.log" 2>&1
+	# from where the component's own "make test" runs it
+	case $name in
+	ps/*) dir=$(dirname "$t") ;;
+	*) dir=$(dirname "$(dirname "$t")") ;;
+	esac
+	(cd "$dir" && CMOCKA_MESSAGE_OUTPUT=TAP "$t") > "$w/t.log" 2>&1
 	rc=$?
 	if [ $rc = 0 ]; then
 		ok "ASan+UBSan: $name: $(grep -c '^ok' "$w/t.log") tests pass"
 	else
 		nok "ASan+UBSan: $name (exit $rc)"
-		grep -E '^not ok|ERROR: AddressSanitizer|runtime error|SUMMARY' "$w/t.log" | head -20 | sed 's/^/# /'
+		grep -E '^not ok|ERROR|error:|runtime error|SUMMARY' "$w/t.log" | head -20 | sed 's/^/# /'
 	fi
 done
 
