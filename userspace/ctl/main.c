@@ -198,6 +198,13 @@ static int mctl_parse_target(int *argc, char ***argv, const char *what,
 	return mctl_parse_place(argc, argv, parent, handle);
 }
 
+/* Is @q the qdisc named by @handle, or else the one at @parent? */
+static bool mctl_at(const struct mctl_qdisc *q, uint32_t parent,
+		    uint32_t handle)
+{
+	return handle ? q->handle == handle : q->parent == parent;
+}
+
 /* The mercury qdisc at @parent/@handle on @ifindex, if there is one. */
 static bool mctl_find(struct mctl_nl *nl, int ifindex, uint32_t parent,
 		      uint32_t handle, struct mctl_opts *found)
@@ -209,7 +216,7 @@ static bool mctl_find(struct mctl_nl *nl, int ifindex, uint32_t parent,
 	if (mctl_nl_dump(nl, ifindex, &q, &n))
 		return false;
 	for (i = 0; i < n && !hit; i++) {
-		if (handle ? q[i].handle == handle : q[i].parent == parent) {
+		if (mctl_at(&q[i], parent, handle)) {
 			*found = q[i].opts;
 			hit = true;
 		}
@@ -400,8 +407,7 @@ static int do_check(int argc, char **argv)
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		if (placed && (handle ? q[i].handle != handle :
-			       q[i].parent != parent))
+		if (placed && !mctl_at(&q[i], parent, handle))
 			continue;
 		hit++;
 		mctl_check_plan(&q[i], dev, &pi, &pr);

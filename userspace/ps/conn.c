@@ -30,6 +30,12 @@ int64_t ps_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+bool ps_err_malformed(int err)
+{
+	return err == -EPROTO || err == -EBADMSG || err == -EPROTONOSUPPORT ||
+	       err == -EINVAL;
+}
+
 int ps_poll_ns(struct pollfd *pfd, unsigned int n, int64_t wait_ns)
 {
 	struct timespec ts;

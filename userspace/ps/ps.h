@@ -267,6 +267,8 @@ void ps_msend_report(struct json_object *o, const struct ps_msend *m, int n);
 
 /* Time */
 int64_t ps_now_ns(void);
+/* A read error that means the peer sent bytes that are not our frames. */
+bool ps_err_malformed(int err);
 /* ppoll() for at most wait_ns (negative: 0); 0 when interrupted, -errno
  * on failure, else the number of ready descriptors. */
 struct pollfd;

@@ -202,6 +202,11 @@ static void addr_str(const struct sockaddr_in *a, char *buf, size_t len)
 	snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
 }
 
+static const char *rx_err(int err)
+{
+	return ps_err_malformed(err) ? "sent a malformed frame" : NULL;
+}
+
 /* Why accept_all() is still waiting: the workers with connections
  * missing, the connections that never finished their hello, and the last
  * one dropped.
@@ -279,11 +284,10 @@ static int accept_all(struct srv *v)
 				/* a stranger or a worker that gave up: drop it,
 				 * and remember why, for the timeout's message
 				 */
+				const char *why = rx_err(ret);
+
 				snprintf(dropped, sizeof(dropped), "%s %s before its hello",
-					 c->addr, ret == -EPROTO || ret == -EBADMSG ||
-					 ret == -EPROTONOSUPPORT || ret == -EINVAL ?
-					 "sent a malformed frame" :
-					 "closed the connection");
+					 c->addr, why ? why : "closed the connection");
 				close(c->fd);
 				pend[i--] = pend[--npend];
 				continue;
@@ -398,12 +402,6 @@ static bool worker_done(const struct srv *v, int w)
 		if (v->conns[w * v->C + i].head)
 			return false;
 	return !v->ms || !v->ms[w].heap.n;
-}
-
-static const char *rx_err(int err)
-{
-	return err == -EPROTO || err == -EBADMSG || err == -EPROTONOSUPPORT ||
-	       err == -EINVAL ? "sent a malformed frame" : NULL;
 }
 
 static int peer_failed(struct srv *v, struct ps_conn *c, int err)

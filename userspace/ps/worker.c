@@ -412,7 +412,7 @@ static int connect_all(struct wrk *v)
 
 static int peer_failed(struct wrk *v, struct ps_conn *c, int err)
 {
-	if (err == -EPROTO || err == -EBADMSG || err == -EPROTONOSUPPORT || err == -EINVAL)
+	if (ps_err_malformed(err))
 		ps_error(v->cfg, "peer %s (server %d) sent a malformed frame during iteration %d",
 			 c->addr, c->peer, v->iter);
 	else if (err == -ENOTCONN || err == -ECONNRESET || err == -EPIPE)
