@@ -38,6 +38,7 @@ def load_runs(outs):
                 if not line.split():
                     continue
                 tag = line.split()[0]
+                req = int(line.split()[1]) - 1 if len(line.split()) > 1 else -1
                 model, scheme, rep = tag.rsplit(".", 2)
                 ranks = []
                 for r in (0, 1):
@@ -45,9 +46,71 @@ def load_runs(outs):
                     if os.path.exists(p):
                         with open(p) as g:
                             ranks.append(json.load(g))
+                net = dict(tcp_delta(out, tag) or {})
+                net.update(guest_queue(out, req) or {})
                 runs.setdefault(model, {}).setdefault(scheme, []).append(
-                    {"rep": int(rep), "ranks": ranks, "ok": len(ranks) == 2})
+                    {"rep": int(rep), "ranks": ranks, "ok": len(ranks) == 2,
+                     "net": net})
     return runs
+
+
+def read_netstat(path):
+    """/proc/net/snmp + /proc/net/netstat as {"Tcp.RetransSegs": n, ...}:
+    each group is a line of names followed by a line of values."""
+    out = {}
+    try:
+        with open(path) as f:
+            lines = [l.split() for l in f if l.strip()]
+    except OSError:
+        return None
+    for names, vals in zip(lines[::2], lines[1::2]):
+        if names[0] != vals[0]:
+            return None
+        for k, v in zip(names[1:], vals[1:]):
+            try:
+                out[names[0].rstrip(":") + "." + k] = int(v)
+            except ValueError:
+                pass
+    return out
+
+
+# The counters that say what the bottleneck queue did to the senders.
+TCP_COUNTERS = [("retrans", "Tcp.RetransSegs"), ("rto", "TcpExt.TCPTimeouts"),
+                ("spurious_rto", "TcpExt.TCPSpuriousRTOs")]
+
+
+def tcp_delta(out, tag):
+    """Both ranks' TCP counters over one run, summed; None if not recorded."""
+    tot = {}
+    for r in (0, 1):
+        base = os.path.join(out, "runs", "%s.r%d.net" % (tag, r))
+        a, b = read_netstat(base + "0"), read_netstat(base + "1")
+        if a is None or b is None:
+            return None
+        for key, name in TCP_COUNTERS:
+            tot[key] = tot.get(key, 0) + b.get(name, 0) - a.get(name, 0)
+    return tot
+
+
+def guest_queue(out, req):
+    """Bytes sent and packets dropped by every port's root qdisc (tbf,
+    which counts its child's drops) during request req's runs."""
+    p = os.path.join(out, "stats.%d" % req)
+    sent = dropped = 0
+    try:
+        with open(p) as f:
+            text = f.read().split("\n")
+    except OSError:
+        return None
+    for i, line in enumerate(text):
+        if line.startswith("qdisc tbf") and i + 1 < len(text):
+            # " Sent B bytes P pkt (dropped D, overlimits ..."
+            w = text[i + 1].split()
+            if len(w) < 7 or w[0] != "Sent" or w[5] != "(dropped":
+                return None
+            sent += int(w[1])
+            dropped += int(w[6].rstrip(","))
+    return {"wire_bytes": sent, "drops": dropped}
 
 
 def iter_times(rk):
@@ -77,7 +140,11 @@ def summarize(model, schemes, out):
                  for r in ok]
         sums = [[k["param_sum"] for k in r["ranks"]] for r in ok]
         rk = ok[0]["ranks"][0]
+        net = {k: statistics.median(r["net"][k] for r in ok)
+               for k in ("retrans", "rto", "spurious_rto", "drops", "wire_bytes")
+               if all(k in r["net"] for r in ok)}
         rows[s] = {
+            "net": net,
             "runs": len(ok), "failed": len(schemes.get(s, [])) - len(ok),
             "it_per_s": ips, "median": statistics.median(ips),
             "min": min(ips), "max": max(ips),
@@ -137,6 +204,16 @@ def report(out, rate, also=()):
                 "%.3fx" % (r["median"] / fifo) if fifo else "-",
                 1 / r["median"], r["final_loss"],
                 "  (%d failed)" % r["failed"] if r["failed"] else ""))
+        nets = [s for s in SCHEMES if s in rows and rows[s]["net"]]
+        if nets:
+            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s" % (
+                "", "retrans", "RTOs", "spurious", "drops", "wire MB"))
+            for s in nets:
+                n = rows[s]["net"]
+                text.append("    %-36s %9s %6s %8s %8s %9s" % (LABEL[s], *(
+                    "%d" % n[k] if k in n else "-"
+                    for k in ("retrans", "rto", "spurious_rto", "drops")),
+                    "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-"))
         # losses: the mercury.torch schemes must agree exactly (same
         # reductions, only the packet order differs); DDP to rounding.
         m_losses = [l for s in ("fifo", "prio", "mercury") if s in rows

@@ -23,9 +23,10 @@
 # repetition so that the host's load falls on all of them alike.
 #
 # Settings (environment): BT_MODELS ("resnet18 vgg11"), BT_RATE (guest
-# link rate), BT_REPEAT, BT_ITERS, BT_WARMUP, BT_SCHEMES, BT_MTU,
-# BT_<MODEL>_BATCH / BT_<MODEL>_SIZE, BT_DEADLINE, BT_CC (TCP congestion control of the
-# ranks: the first of "cubic reno" the namespace allows).
+# link rate), BT_LIMIT (packets each scheme's queue holds; prio: each
+# band), BT_REPEAT, BT_ITERS, BT_WARMUP, BT_SCHEMES, BT_MTU,
+# BT_<MODEL>_BATCH / BT_<MODEL>_SIZE, BT_DEADLINE, BT_CC (TCP congestion
+# control of the ranks: the first of "cubic reno" the namespace allows).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 here=$top/bench/torch
@@ -33,7 +34,7 @@ out=$top/out/bench-torch
 while [ $# -gt 0 ]; do
 	case $1 in
 	-o) out=$2; shift ;;
-	-h|--help) sed -n '3,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-torch: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -47,6 +48,7 @@ REPEAT=${BT_REPEAT:-2}
 ITERS=${BT_ITERS:-3}
 WARMUP=${BT_WARMUP:-1}
 CHANNELS=${BT_CHANNELS:-8}
+LIMIT=${BT_LIMIT:-2000}
 CC=${BT_CC:-cubic reno}
 RUN_TIMEOUT=${BT_RUN_TIMEOUT:-900}
 resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-64}
@@ -70,6 +72,7 @@ cat > "$out/torch.env" <<-EOT
 	PORTS=2
 	RATE=$RATE
 	MTU=$MTU
+	LIMIT=$LIMIT
 	EOT
 
 # Two namespaces, one tap each; qemu opens the taps, then they move.
@@ -180,6 +183,12 @@ run_ranks() {
 	local i pids=() rc=0 b s
 	eval "b=\$${2}_batch s=\$${2}_size"
 	nrun=$((nrun + 1))
+	# Each namespace's TCP counters around the run (report.py diffs them):
+	# retransmissions and timeouts say what the queue did to the senders.
+	for i in 0 1; do
+		ip netns exec "${ns[$i]}" cat /proc/net/snmp /proc/net/netstat \
+			> "$out/runs/$3.r$i.net0"
+	done
 	for i in 0 1; do
 		ip netns exec "${ns[$i]}" env MASTER_ADDR=10.77.1.2 MASTER_PORT=$((29500 + nrun)) \
 			RANK=$i WORLD_SIZE=2 GLOO_SOCKET_IFNAME="${tap[$i]}" OMP_NUM_THREADS=1 \
@@ -190,6 +199,10 @@ run_ranks() {
 		pids+=($!)
 	done
 	for i in 0 1; do wait "${pids[$i]}" || rc=1; done
+	for i in 0 1; do
+		ip netns exec "${ns[$i]}" cat /proc/net/snmp /proc/net/netstat \
+			> "$out/runs/$3.r$i.net1"
+	done
 	return $rc
 }
 
