@@ -20,6 +20,9 @@ PORTS=${PORTS:-2}
 RATE=${RATE:-100mbit}
 MTU=${MTU:-1500}
 LIMIT=${LIMIT:-2000}		# packets of every scheme's queue (prio: per band)
+# sch_mercury's bytes of truesize: its default (32 MB), or 8 KB per packet
+# of LIMIT if more (a forwarded skb's truesize is up to a few pages)
+MEMLIMIT=$(( LIMIT * 8 > 32768 ? LIMIT * 8 : 32768 ))kb
 BURST=${BURST:-}
 [ -n "$BURST" ] || BURST=$(( 2 * (MTU + 14) > 15000 ? 2 * (MTU + 14) : 15000 ))
 WAIT=${WAIT:-3600}		# seconds the host may take between two requests
@@ -68,7 +71,9 @@ set_scheme() {
 		case $1 in
 		fifo) q=(pfifo limit "$LIMIT") ;;
 		prio) q=(prio bands 16 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0) ;;
-		mercury) q=(mercury tag dscp limit "$LIMIT") ;;
+		# (memory_limit: at least what LIMIT full-size packets take,
+		# so that a deep queue drops by count, as pfifo does)
+		mercury) q=(mercury tag dscp limit "$LIMIT" memory_limit "$MEMLIMIT") ;;
 		*) echo "# unknown scheme $1"; return 1 ;;
 		esac
 		$TC qdisc add dev "$d" parent 1:1 handle 10: "${q[@]}" || return 1

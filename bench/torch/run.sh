@@ -24,7 +24,7 @@
 #
 # Settings (environment): BT_MODELS ("resnet18 vgg11"), BT_RATE (guest
 # link rate), BT_LIMIT (packets each scheme's queue holds; prio: each
-# band), BT_REPEAT, BT_ITERS, BT_WARMUP, BT_SCHEMES, BT_MTU,
+# band), BT_RTO_MIN, BT_REPEAT, BT_ITERS, BT_WARMUP, BT_SCHEMES, BT_MTU,
 # BT_<MODEL>_BATCH / BT_<MODEL>_SIZE, BT_DEADLINE, BT_CC (TCP congestion
 # control of the ranks: the first of "cubic reno" the namespace allows).
 set -u
@@ -42,17 +42,18 @@ done
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 MODELS=${BT_MODELS:-resnet18 vgg11}
 SCHEMES=${BT_SCHEMES:-ddp fifo prio mercury}
-RATE=${BT_RATE:-20mbit}
+RATE=${BT_RATE:-30mbit}
 MTU=${BT_MTU:-1500}
 REPEAT=${BT_REPEAT:-2}
-ITERS=${BT_ITERS:-3}
+ITERS=${BT_ITERS:-4}
 WARMUP=${BT_WARMUP:-1}
 CHANNELS=${BT_CHANNELS:-8}
 LIMIT=${BT_LIMIT:-2000}
+RTO_MIN=${BT_RTO_MIN:-}
 CC=${BT_CC:-cubic reno}
 RUN_TIMEOUT=${BT_RUN_TIMEOUT:-900}
-resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-64}
-vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-32}
+resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-128}
+vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-64}
 
 die() { echo "bench-torch: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, tap devices)"
@@ -116,7 +117,10 @@ for i in 0 1; do
 	"${n[@]}" link set lo up
 	"${n[@]}" link set "${tap[$i]}" mtu "$MTU" up
 	"${n[@]}" addr add "10.77.$((i + 1)).2/24" dev "${tap[$i]}"
-	"${n[@]}" route add default via "10.77.$((i + 1)).1"
+	# BT_RTO_MIN (e.g. 3s): the ranks' minimum retransmission timeout,
+	# to measure what the timeouts of starved channels cost
+	"${n[@]}" route add default via "10.77.$((i + 1)).1" ${RTO_MIN:+rto_min "$RTO_MIN"} ||
+		die "cannot set the default route of ${ns[$i]}"
 	# Loss-based congestion control (Linux's default, cubic) whatever the
 	# host's: a paced BBR keeps the bottleneck queue nearly empty, and a
 	# qdisc can only order what waits in it. A namespace may only pick

@@ -104,6 +104,50 @@ with tempfile.TemporaryDirectory() as d:
         check("the table says which targets were met",
               "target 1.15x: met" in p.stdout and "NOT within 10%" in p.stdout,
               p.stdout)
+def netstat(retrans, rto, spurious):
+    """/proc/net/snmp + netstat as a namespace shows them (groups of a
+    names line and a values line; other counters around the ones read)."""
+    return ("Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+            "Tcp: RtoAlgorithm OutSegs RetransSegs\nTcp: 1 5000 %d\n"
+            "TcpExt: SyncookiesSent TCPTimeouts TCPSpuriousRTOs\nTcpExt: 0 %d %d\n"
+            % (retrans, rto, spurious))
+
+
+def tbf_stats(sent, dropped):
+    return ("qdisc tbf 1: root refcnt 2 rate 10Mbit burst 15000b lat 40s\n"
+            " Sent %d bytes 100 pkt (dropped %d, overlimits 7 requeues 0)\n"
+            " backlog 0b 0p requeues 0\n"
+            "qdisc pfifo 10: parent 1:1 limit 2000p\n"
+            " Sent %d bytes 100 pkt (dropped %d, overlimits 0 requeues 0)\n"
+            % (sent, dropped, sent, dropped))
+
+
+with tempfile.TemporaryDirectory() as d:
+    make(d)
+    # fifo run 1 (index request 1, so the guest's stats.0): rank 0 went
+    # from 10 to 110 retransmissions, 1 to 4 timeouts; rank 1 from 0 to
+    # 20, 0 to 1; two ports sent 3000 + 4000 bytes, dropping 5 + 6
+    for r, (a, b) in enumerate([((10, 1, 0), (110, 4, 1)), ((0, 0, 0), (20, 1, 0))]):
+        for k, v in (("net0", a), ("net1", b)):
+            with open(os.path.join(d, "runs", "toy.fifo.1.r%d.%s" % (r, k)), "w") as f:
+                f.write(netstat(*v))
+    with open(os.path.join(d, "stats.0"), "w") as f:
+        f.write("== eth0\n" + tbf_stats(3000, 5) + "== eth1\n" + tbf_stats(4000, 6))
+    sys.path.insert(0, here)
+    import report
+    runs = report.load_runs([d])
+    net = runs["toy"]["fifo"][0]["net"]
+    check("a run's TCP counters are both ranks' differences, summed",
+          net.get("retrans") == 120 and net.get("rto") == 4 and
+          net.get("spurious_rto") == 1, json.dumps(net))
+    check("the guest's drops and wire bytes are the ports' root tbf counters",
+          net.get("drops") == 11 and net.get("wire_bytes") == 7000, json.dumps(net))
+    check("a run without recorded counters has none",
+          runs["toy"]["fifo"][1]["net"] == {}, json.dumps(runs["toy"]["fifo"][1]["net"]))
+    with open(os.path.join(d, "stats.0"), "w") as f:
+        f.write("== eth0\nqdisc tbf 1: root\n garbage\n")
+    check("a malformed stats file gives no counters, not a crash",
+          "drops" not in report.load_runs([d])["toy"]["fifo"][0]["net"])
 with tempfile.TemporaryDirectory() as d:
     make(d, mercury_loss_b=2.5)
     p, js = run(d)
