@@ -432,7 +432,8 @@ MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
 		return mercury_err(EINVAL, "rx feed: bad argument");
 	c = &rx->conns[conn];
 	c->bytes += len;
-	while (len && !stop) {
+	/* a stop matters to read(): the bytes here are already taken */
+	while (len) {
 		if (!c->cur) {
 			n = MERCURY_FRAME_HDR_LEN - c->hdr_got;
 			n = n < len ? n : len;

@@ -713,9 +713,10 @@ struct mercury_rx_opts {
 	 * A negative return refuses the frame: feed/read return it. When
 	 * the payload is in, frame_done() (may be NULL) is told, with
 	 * tensor_done when the tensor's every byte has now arrived; a
-	 * negative return is returned by feed/read, a positive one stops
-	 * reading there (feed/read return what was completed so far), so
-	 * the caller may act before the next frame is consumed. Tensors are
+	 * negative return is returned by feed/read; a positive one stops
+	 * mercury_rx_read() right there, the next frame's bytes still in
+	 * the socket, so the caller may act before it is consumed (feed,
+	 * which was given the bytes already, goes on). Tensors are
 	 * the caller's: none is held for mercury_rx_next(), and
 	 * max_pending_bytes counts none of their bytes.
 	 */
