@@ -369,28 +369,6 @@ static void test_partial_writes(void **state)
 	free(dst);
 }
 
-/*
- * Run fn in a child with SIGPIPE at its default action and a 20 s alarm:
- * a call that raises SIGPIPE or never returns kills the child.
- */
-static void in_child(int (*fn)(void), const char *what)
-{
-	pid_t pid = fork();
-	int st;
-
-	assert_true(pid >= 0);
-	if (!pid) {
-		signal(SIGPIPE, SIG_DFL);
-		alarm(20);
-		_exit(fn());
-	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		fail_msg("%s: child %s %d", what,
-			 WIFSIGNALED(st) ? "killed by signal" : "exited",
-			 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-}
-
 /* The peer closed: -EPIPE naming the connection, no SIGPIPE. */
 static int queue_to_closed_peer(void)
 {
