@@ -1031,6 +1031,10 @@ MERCURY_API int mercury_chanset_queue(struct mercury_chanset *cs,
 		return mercury_err(EINVAL, "chanset queue: NULL argument");
 	if (!OPTS_VALID(f, mercury_tx_frame))
 		return -errno;
+	/* the frame itself is no option: every 0.3 caller has it all */
+	if (f->sz < offsetofend(struct mercury_tx_frame, chunk_len))
+		return mercury_err(EINVAL, "chanset queue: sz %zu is too small",
+				   f->sz);
 	return queue_frame(cs, f, 0);
 }
 
