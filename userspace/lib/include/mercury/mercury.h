@@ -596,8 +596,8 @@ MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
  * mercury_chanset_try_pick() names for its tag, once that connection has
  * no frame half written (frames never interleave on a stream) and holds
  * less than opts.inflight bytes in the kernel. A pinned frame skips the
- * queue: it goes to its connection after the frames given to it before
- * (FIFO: the caller chose the connection). Each frame's socket is tagged
+ * queue and the cap: it goes to its connection after the frames given to
+ * it before (FIFO: the caller chose the connection). Each frame's socket is tagged
  * (unless no_tag, or opts.no_tag) right before the frame's first byte
  * enters it, since the kernel reads the tag when TCP builds segments, and
  * the set records what the kernel took (as mercury_chanset_commit()).
@@ -620,7 +620,11 @@ struct mercury_tx_frame {
 	uint64_t order;			/* queue position: smaller first */
 	bool pin;			/* go to connection conn, not the pick */
 	size_t conn;
-	bool no_tag;			/* leave the socket's tag as it is */
+	/*
+	 * Leave the socket's tag as it is (a hello before any tagged byte);
+	 * the set still counts the bytes as tag's when it picks.
+	 */
+	bool no_tag;
 	size_t :0;
 };
 #define mercury_tx_frame__last_field no_tag
