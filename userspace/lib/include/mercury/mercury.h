@@ -597,10 +597,11 @@ MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
  * no frame half written (frames never interleave on a stream) and holds
  * less than opts.inflight bytes in the kernel. A pinned frame skips the
  * queue and the cap: it goes to its connection after the frames given to
- * it before (FIFO: the caller chose the connection). Each frame's socket is tagged
- * (unless no_tag, or opts.no_tag) right before the frame's first byte
- * enters it, since the kernel reads the tag when TCP builds segments, and
- * the set records what the kernel took (as mercury_chanset_commit()).
+ * it before (FIFO: the caller chose the connection). Each frame's socket
+ * is tagged (unless no_tag, or opts.no_tag) right before the frame's
+ * first byte enters it, since the kernel reads the tag when TCP builds
+ * segments, and the set records what the kernel took (as
+ * mercury_chanset_commit()).
  * Writes never block (MSG_DONTWAIT) nor raise SIGPIPE (MSG_NOSIGNAL), and
  * a partial write resumes where it stopped.
  *
