@@ -105,13 +105,34 @@ style_check() {
 		echo "not ok 3 one profile reader: libmercury's model.c"
 		echo "$readers" | head -10 | sed 's/^/# profile or JSON reader outside libmercury: /'
 	fi
+	# One data path (issue 15): libmercury's sender and receiver move
+	# every frame. A C file elsewhere that writes with sendmsg/writev and
+	# names the frame format is a second frame writer; one that decodes
+	# frame headers, or reads a header's worth of bytes, is a second
+	# reader. (The preload shim interposes sendmsg but builds no frame.)
+	local paths
+	paths=$({
+		git grep -lE '(^|[^_[:alnum:]])(sendmsg|sendmmsg|writev)[[:space:]]*\(' \
+			-- '*.c' '*.h' ':!*/tests/*' ':!*/fuzz/*' ':!userspace/lib/src/*' |
+			xargs -r git grep -lE 'mercury_frame_encode|MERCURY_FRAME_HDR_LEN|struct mercury_frame' -- 2>/dev/null
+		git grep -lE 'mercury_frame_decode[[:space:]]*\(|(recv|read)[[:space:]]*\([^;]*MERCURY_FRAME_HDR_LEN' \
+			-- '*.c' '*.h' ':!*/tests/*' ':!*/fuzz/*' ':!userspace/lib/src/*' |
+			grep -vxE 'userspace/lib/include/mercury/mercury.h'
+	})
+	if [ -z "$paths" ] && git grep -q sendmsg -- userspace/lib/src/chanset.c &&
+	   git grep -q mercury_frame_decode -- userspace/lib/src/rx.c; then
+		echo "ok 4 one sender and one receiver: libmercury's chanset.c and rx.c"
+	else
+		echo "not ok 4 one sender and one receiver: libmercury's chanset.c and rx.c"
+		echo "$paths" | head -10 | sed 's/^/# frame writer or reader outside libmercury: /'
+	fi
 	# sparse checks only what it compiles: force a rebuild
 	touch kmod/sch_mercury.c
 	if make check > "$logs/sparse-out.log" 2>&1 &&
 	   ! grep -E "(warning|error):" "$logs/sparse-out.log"; then
-		echo "ok 4 sparse and W=1 clean"
+		echo "ok 5 sparse and W=1 clean"
 	else
-		echo "not ok 4 sparse and W=1 clean"
+		echo "not ok 5 sparse and W=1 clean"
 		grep -E "(warning|error)" "$logs/sparse-out.log" | head -30 | sed 's/^/# /'
 	fi
 }

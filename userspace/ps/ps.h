@@ -135,75 +135,6 @@ int ps_emit_profile(const struct ps_cfg *cfg, char *err, size_t errlen);
 /* --print-priorities: tensor, priority, rank, level, band per line. */
 int ps_print_priorities(const struct ps_cfg *cfg, char *err, size_t errlen);
 
-/* Connections */
-struct ps_out {
-	struct ps_out *next;
-	uint8_t hdr[MERCURY_FRAME_HDR_LEN];
-	const uint8_t *payload;
-	uint32_t len;			/* payload bytes */
-	uint32_t sent;			/* of header + payload */
-	unsigned int tag;		/* mercury tag (rank) */
-	uint64_t key;			/* heap order: smaller first */
-	int tensor;
-	uint32_t chunk;
-	int server;
-};
-
-struct ps_conn {
-	int fd;
-	int peer;			/* worker or server index */
-	int idx;			/* connection index at that peer */
-	char addr[256];		/* peer's host:port, for messages */
-	bool eof;
-	/* receive: header, then payload into dst */
-	uint8_t hdr[MERCURY_FRAME_HDR_LEN];
-	uint32_t hdr_got;
-	bool in_payload;
-	struct mercury_frame fr;
-	uint8_t *dst;
-	uint32_t got;
-	uint8_t *stage;			/* server: one chunk */
-	/* send queue, in order */
-	struct ps_out *head, *tail;
-	struct mercury_chanset *cs;	/* mercury: report written bytes */
-	int cs_idx;
-	struct mercury_tagger *tagger;	/* mercury: tag each frame's socket */
-	uint8_t hello[PS_HELLO_LEN];
-	uint64_t bytes_out, bytes_in;
-	int64_t last_in_ns;		/* when bytes last arrived (0: never) */
-};
-
-/* Min-heap of frames waiting for the application's scheduler. */
-struct ps_heap {
-	struct ps_out **v;
-	size_t n, cap;
-};
-int ps_heap_push(struct ps_heap *h, struct ps_out *o);
-struct ps_out *ps_heap_top(const struct ps_heap *h);
-struct ps_out *ps_heap_pop(struct ps_heap *h);
-void ps_heap_free(struct ps_heap *h);	/* the frames and the array */
-
-struct ps_out *ps_out_new(uint32_t tensor_id, unsigned int tag,
-			  uint64_t total, uint64_t offset,
-			  const void *payload, uint32_t len);
-void ps_conn_queue(struct ps_conn *c, struct ps_out *o);
-/* Write what the socket takes. 1 progress, 0 would block, <0 -errno. */
-int ps_conn_flush(struct ps_conn *c);
-/* Read what is there. Calls done for every complete frame (payload
- * in c->dst); done returning non-zero stops the reading and is returned.
- * 1 progress, 0 nothing, -ENOTCONN EOF, other -errno. */
-typedef int (*ps_frame_fn)(void *ctx, struct ps_conn *c);
-typedef int (*ps_dest_fn)(void *ctx, struct ps_conn *c);
-int ps_conn_read(struct ps_conn *c, ps_dest_fn dest, ps_frame_fn done,
-		 void *ctx);
-void ps_conn_close(struct ps_conn *c);
-
-int ps_set_nonblock(int fd);
-int ps_sock_opts(int fd, const struct ps_cfg *cfg);
-int ps_parse_hostport(const char *s, char *host, size_t hlen, char *port,
-		      size_t plen);
-int ps_prio_band(int fd, unsigned int band);
-
 /* Hello: the first frame of every connection, worker to server. */
 struct ps_hello {
 	uint32_t worker_id, conn_idx, nconns, workers, server_id, servers;
@@ -213,57 +144,94 @@ void ps_hello_encode(uint8_t *buf, const struct ps_hello *h);
 void ps_hello_decode(const uint8_t *buf, struct ps_hello *h);
 
 /*
- * Mercury's sender toward one peer: frames wait in a heap ordered by rank
- * (per tensor); the most urgent goes to the connection the channel set
- * picks once that connection holds less than the in-flight cap.
+ * Connections. Every byte goes through libmercury: each peer has one
+ * channel set (the sender: priority order, in-flight cap, tagging,
+ * partial writes) and one receiver (header checks, coverage, payload
+ * straight into the destination the role picks) over its connections.
  */
-struct ps_msend {
-	struct ps_heap heap;
-	struct mercury_chanset *cs;
-	struct ps_conn **conns;		/* the set's connections, by index */
-	uint64_t cap;			/* --inflight */
-	/*
-	 * The last pick: connection `conn` took tag `tag` without an
-	 * inversion. Until another tag is dispatched, only frames of `tag`
-	 * went there, so it stays eligible (nothing less urgent queued, no
-	 * unsent bytes of another tag) and is the best fit: later frames of
-	 * the same tag reuse it without a pick.
-	 */
-	int conn;			/* -1: none */
-	unsigned int tag;
-	uint64_t queued;		/* upper bound of conn's SIOCOUTQ: last
-					 * reading + bytes written since */
-	bool fresh;			/* queued was read in this round */
-	/* blocked: the frame at the top and when to look again */
-	const struct ps_out *blocked_top;
-	int64_t wake_ns;		/* 0: not blocked */
-	/* the last dispatch stopped at a half-written frame there */
-	const struct ps_conn *waiting;
-	/* counters for the report */
-	uint64_t frames, picks, queries, cap_blocks, eagain_blocks, inversions;
+struct ps_hello_rx;
+
+struct ps_conn {
+	int fd;
+	int peer;			/* worker or server index */
+	int idx;			/* connection index at that peer */
+	char addr[256];		/* peer's host:port, for messages */
+	bool eof;
+	uint8_t *stage;			/* server: one chunk */
+	uint8_t hello[PS_HELLO_LEN];
+	struct ps_hello_rx *hello_rx;	/* server: reads the hello only */
+	int64_t last_in_ns;		/* when bytes last arrived (0: never) */
 };
-void ps_msend_init(struct ps_msend *m, struct mercury_chanset *cs,
-		   struct ps_conn **conns, uint64_t cap);
+
+/* One peer: the sender toward it and the receiver from it. */
+struct ps_peer {
+	struct mercury_chanset *cs;
+	struct mercury_rx *rx;
+	struct ps_conn *conns;		/* its connections, by index */
+	int n;				/* connections */
+	int id;				/* worker or server index */
+	void *role;			/* struct wrk or struct srv */
+};
 /*
- * Dispatch what may go now. m->wake_ns != 0 afterwards: blocked, look
- * again at that time (or earlier if a more urgent frame arrives). 0 or
- * -errno (*bad names the connection when a write failed).
+ * Open peer p's sender and receiver over its n connections (conns[i].fd):
+ * Mercury's set picks connections (classes, --inflight, tags of the plan
+ * level); the other schemes' frames are pinned to a connection the role
+ * chooses, untagged by the set. dest and done: the role's receiver.
  */
-int ps_dispatch_mercury(struct ps_msend *m, int64_t now, struct ps_conn **bad);
-/* Has anything changed that a dispatch could act on? */
-bool ps_msend_due(const struct ps_msend *m, int64_t now);
+int ps_peer_open(struct ps_peer *p, const struct ps_cfg *cfg,
+		 unsigned int levels, uint64_t chunk,
+		 int (*dest)(void *, size_t, const struct mercury_frame *, void **),
+		 int (*done)(void *, size_t, const struct mercury_frame *, void *, bool));
+void ps_peer_close(struct ps_peer *p);
 /*
- * Could a dispatch send now? Due, and not held by a half-written frame
- * that is still unwritten. A loop that completes such a frame itself
- * (not through POLLOUT) must not sleep while this is true: no event would
- * wake it.
+ * Queue a frame toward p: conn < 0 lets the set pick (in order of key,
+ * Mercury); else it goes to that connection in queue order.
  */
-bool ps_msend_runnable(const struct ps_msend *m, int64_t now);
+int ps_send(struct ps_peer *p, uint32_t tensor_id, unsigned int tag,
+	    uint64_t total, uint64_t offset, const void *payload, uint32_t len,
+	    uint64_t key, int conn);
+/* Queue connection i's hello (untagged: before any tagged byte). */
+int ps_send_hello(struct ps_peer *p, int i, const struct ps_hello *h);
+/*
+ * Drive p's sender; 1 bytes went, 0 none, <0 -errno with *bad the
+ * connection that failed.
+ */
+int ps_peer_progress(struct ps_peer *p, int64_t now, struct ps_conn **bad);
+/* Read connection i; frames completed, -EAGAIN nothing, -ENOTCONN EOF. */
+int ps_peer_read(struct ps_peer *p, int i, int64_t now);
+/* Bytes written to and read from p, all connections. */
+void ps_peer_bytes(const struct ps_peer *p, uint64_t *out, uint64_t *in);
 /* Preferred tag of each of n connections for `levels` tags. */
 void ps_mercury_classes(unsigned int *classes, int n, unsigned int levels);
 /* The senders' counters, summed, as "sender" (and "inversions") in o. */
 struct json_object;
-void ps_msend_report(struct json_object *o, const struct ps_msend *m, int n);
+void ps_sender_report(struct json_object *o, const struct ps_peer *p, int n);
+
+/* ByteScheduler's partitions, waiting for credit: a min-heap by key. */
+struct ps_part {
+	uint64_t key;			/* rank << 40 | release order */
+	int tensor, server;
+	unsigned int tag;
+	uint64_t total, offset;
+	const uint8_t *payload;
+	uint32_t len;
+};
+struct ps_heap {
+	struct ps_part *v;
+	size_t n, cap;
+};
+int ps_heap_push(struct ps_heap *h, const struct ps_part *o);
+const struct ps_part *ps_heap_top(const struct ps_heap *h);
+void ps_heap_pop(struct ps_heap *h);
+void ps_heap_free(struct ps_heap *h);
+
+void ps_conn_close(struct ps_conn *c);
+int ps_set_nonblock(int fd);
+int ps_sock_opts(int fd, const struct ps_cfg *cfg);
+int ps_parse_hostport(const char *s, char *host, size_t hlen, char *port,
+		      size_t plen);
+int ps_prio_band(int fd, unsigned int band);
+
 
 /* Time */
 int64_t ps_now_ns(void);

@@ -33,10 +33,8 @@ struct srv {
 	uint64_t *pushed;		/* chunks in, per worker */
 	uint64_t aggregated, target, seq;
 	struct ps_conn *conns;		/* [worker * C + idx] */
-	struct ps_conn **cptr;
-	struct mercury_chanset **cs;	/* mercury: per worker */
-	struct ps_msend *ms;		/* mercury: per worker */
-	struct mercury_tagger *tagger;
+	struct ps_peer *peers;		/* per worker: sender and receiver */
+	struct mercury_tagger *tagger;	/* mercury: the capability probe */
 	int lfd;
 	char why[160];			/* what was wrong with a frame */
 };
@@ -48,10 +46,13 @@ static int iteration_of(const struct srv *v, int w)
 	return n ? (int)(v->pushed[w] / n) : 0;
 }
 
-static int srv_dest(void *ctx, struct ps_conn *c)
+/* A push's header is in: check it against the layout, stage it. */
+static int srv_dest(void *ctx, size_t conn, const struct mercury_frame *f,
+		    void **dst)
 {
-	struct srv *v = ctx;
-	const struct mercury_frame *f = &c->fr;
+	struct ps_peer *pr = ctx;
+	struct srv *v = pr->role;
+	struct ps_conn *c = &pr->conns[conn];
 	size_t k;
 	uint32_t ch;
 
@@ -72,7 +73,7 @@ static int srv_dest(void *ctx, struct ps_conn *c)
 		return -EPROTO;
 	}
 	v->why[0] = '\0';
-	c->dst = c->stage;
+	*dst = c->stage;
 	return 0;
 }
 
@@ -83,45 +84,39 @@ static int send_pull(struct srv *v, int t, uint64_t off, uint32_t len)
 	int w;
 
 	for (w = 0; w < v->W; w++) {
-		struct ps_out *o = ps_out_new(t, v->cfg->scheme == PS_MERCURY ? T->level : T->rank,
-					      v->L.hi[k] - v->L.lo[k],
-					      off, (uint8_t *)v->param + v->poff[t] + off,
-					      len);
-		struct ps_conn *c;
+		bool mercury = v->cfg->scheme == PS_MERCURY;
+		int ret, conn = 0;
 
-		if (!o)
-			return -ENOMEM;
-		switch (v->cfg->scheme) {
-		case PS_MERCURY:
-			o->key = (uint64_t)T->rank << 40 | (v->seq++ & ((1ull << 40) - 1));
-			if (ps_heap_push(&v->ms[w].heap, o)) {
-				free(o);
-				return -ENOMEM;
-			}
-			continue;
-		case PS_PRIO:
-			c = &v->conns[w * v->C + T->band];
-			break;
-		default:
-			c = &v->conns[w * v->C];
-		}
-		ps_conn_queue(c, o);
+		if (mercury)
+			conn = -1;		/* the set picks, by rank */
+		else if (v->cfg->scheme == PS_PRIO)
+			conn = T->band;
+		ret = ps_send(&v->peers[w], t, mercury ? T->level : T->rank,
+			      v->L.hi[k] - v->L.lo[k], off,
+			      (uint8_t *)v->param + v->poff[t] + off, len,
+			      (uint64_t)T->rank << 40 | (v->seq++ & ((1ull << 40) - 1)),
+			      conn);
+		if (ret < 0)
+			return ret;
 	}
 	return 0;
 }
 
-static int srv_done(void *ctx, struct ps_conn *c)
+static int srv_done(void *ctx, size_t conn, const struct mercury_frame *f,
+		    void *data, bool tensor_done)
 {
-	struct srv *v = ctx;
-	const struct mercury_frame *f = &c->fr;
+	struct ps_peer *pr = ctx;
+	struct srv *v = pr->role;
+	struct ps_conn *c = &pr->conns[conn];
 	int t = f->tensor_id;
 	size_t k = ps_idx(&v->L, t, v->s);
 	uint32_t ch = f->offset / v->L.chunk + v->L.base[k];
 	float *sum = (float *)((uint8_t *)v->sum + v->poff[t] + f->offset);
 	float *p = (float *)((uint8_t *)v->param + v->poff[t] + f->offset);
-	const float *g = (const float *)c->stage;
+	const float *g = data;
 	uint32_t i, n = f->chunk_len / 4;
 
+	(void)tensor_done;
 	for (i = 0; i < n; i++)
 		sum[i] += g[i];
 	v->seen[(size_t)ch * v->W + c->peer] = 1;
@@ -138,21 +133,77 @@ static int srv_done(void *ctx, struct ps_conn *c)
 	return send_pull(v, t, f->offset, f->chunk_len);
 }
 
-/* Hello frames: payload into the conn's hello buffer. */
-static int hello_dest(void *ctx, struct ps_conn *c)
+/*
+ * A connection that has not said hello has a receiver of its own, which
+ * reads that one frame. Its state is allocated apart: the pending
+ * connections move in their array, the callbacks' context must not.
+ */
+struct ps_hello_rx {
+	struct mercury_rx *rx;
+	uint8_t buf[PS_HELLO_LEN];
+	bool done;
+};
+
+static int hello_dest(void *ctx, size_t conn, const struct mercury_frame *f,
+		      void **dst)
 {
-	(void)ctx;
-	if (c->fr.tensor_id != PS_HELLO_ID || c->fr.chunk_len != PS_HELLO_LEN)
+	struct ps_hello_rx *h = ctx;
+
+	(void)conn;
+	if (f->tensor_id != PS_HELLO_ID || f->chunk_len != PS_HELLO_LEN)
 		return -EPROTO;
-	c->dst = c->hello;
+	*dst = h->buf;
 	return 0;
 }
 
-static int hello_done(void *ctx, struct ps_conn *c)
+static int hello_done(void *ctx, size_t conn, const struct mercury_frame *f,
+		      void *data, bool tensor_done)
 {
-	(void)ctx;
-	c->peer = -2;			/* hello complete, not yet placed */
+	struct ps_hello_rx *h = ctx;
+
+	(void)conn;
+	(void)f;
+	(void)data;
+	(void)tensor_done;
+	h->done = true;
 	return 1;			/* stop: the next frame is data */
+}
+
+static void hello_rx_free(struct ps_conn *c)
+{
+	if (!c->hello_rx)
+		return;
+	mercury_rx_free(c->hello_rx->rx);
+	free(c->hello_rx);
+	c->hello_rx = NULL;
+}
+
+static int hello_rx(struct ps_conn *c)
+{
+	struct ps_hello_rx *h = calloc(1, sizeof(*h));
+	MERCURY_OPTS(mercury_rx_opts, o, .dest = hello_dest,
+		     .frame_done = hello_done, .ctx = h, .max_pending = 1);
+
+	if (!h)
+		return -1;
+	c->hello_rx = h;
+	if (mercury_rx_new(&o, &h->rx) < 0 || mercury_rx_add(h->rx, c->fd) < 0) {
+		hello_rx_free(c);
+		return -1;
+	}
+	return 0;
+}
+
+/* Read what there is of c's hello; c->peer = -2 once it is complete. */
+static int hello_read(struct ps_conn *c)
+{
+	int ret = mercury_rx_read(c->hello_rx->rx, 0);
+
+	if (c->hello_rx->done) {
+		memcpy(c->hello, c->hello_rx->buf, PS_HELLO_LEN);
+		c->peer = -2;		/* hello complete, not yet placed */
+	}
+	return ret == -EAGAIN ? 0 : ret;
 }
 
 static int listen_on(struct srv *v)
@@ -272,14 +323,17 @@ static int accept_all(struct srv *v)
 			} else if (fd >= 0) {
 				pend[npend] = (struct ps_conn){ .fd = fd, .peer = -1 };
 				addr_str(&a, pend[npend].addr, sizeof(pend[npend].addr));
-				npend++;
+				if (hello_rx(&pend[npend]))
+					close(fd);
+				else
+					npend++;
 			}
 		}
 		for (i = 0; i < npend; i++) {
 			struct ps_conn *c = &pend[i], *dst;
 			struct ps_hello h;
 
-			ret = ps_conn_read(c, hello_dest, hello_done, v);
+			ret = hello_read(c);
 			if (ret < 0 && c->peer != -2) {
 				/* a stranger or a worker that gave up: drop it,
 				 * and remember why, for the timeout's message
@@ -288,7 +342,8 @@ static int accept_all(struct srv *v)
 
 				snprintf(dropped, sizeof(dropped), "%s %s before its hello",
 					 c->addr, why ? why : "closed the connection");
-				close(c->fd);
+				hello_rx_free(c);
+				ps_conn_close(c);
 				pend[i--] = pend[--npend];
 				continue;
 			}
@@ -309,6 +364,9 @@ static int accept_all(struct srv *v)
 				goto fail_pend;
 			}
 			dst = &v->conns[h.worker_id * v->C + h.conn_idx];
+			/* the hello read stopped at its frame's end: the
+			 * worker's receiver starts at the next one */
+			hello_rx_free(c);
 			*dst = *c;
 			dst->peer = h.worker_id;
 			dst->idx = h.conn_idx;
@@ -316,13 +374,17 @@ static int accept_all(struct srv *v)
 			pend[i--] = pend[--npend];
 		}
 	}
-	for (i = 0; i < npend; i++)
-		close(pend[i].fd);
+	for (i = 0; i < npend; i++) {
+		hello_rx_free(&pend[i]);
+		ps_conn_close(&pend[i]);
+	}
 	return 0;
 fail_pend:
 fail:
-	for (i = 0; i < npend; i++)
-		close(pend[i].fd);
+	for (i = 0; i < npend; i++) {
+		hello_rx_free(&pend[i]);
+		ps_conn_close(&pend[i]);
+	}
 	return -1;
 }
 
@@ -333,7 +395,6 @@ static int setup_conns(struct srv *v)
 	for (i = 0; i < v->W * v->C; i++) {
 		struct ps_conn *c = &v->conns[i];
 
-		v->cptr[i] = c;
 		c->stage = malloc(v->L.chunk);
 		if (!c->stage || ps_sock_opts(c->fd, v->cfg)) {
 			ps_error(v->cfg, "connection setup: %s", strerror(errno));
@@ -345,63 +406,45 @@ static int setup_conns(struct srv *v)
 			return -1;
 		}
 	}
-	if (v->cfg->scheme != PS_MERCURY)
-		return 0;
-	MERCURY_OPTS(mercury_tag_opts, to, .source = v->cfg->tag_source);
-	if (mercury_tagger_new(&to, &v->tagger) < 0 ||
-	    mercury_tagger_probe(v->tagger, v->L.levels) < 0) {
-		ps_error(v->cfg, "tagger: %s", mercury_last_error());
-		return -1;
-	}
-	for (w = 0; w < v->W; w++) {
-		int fds[PS_MAX_CHANNELS];
-		unsigned int classes[PS_MAX_CHANNELS];
-		MERCURY_OPTS(mercury_chanset_opts, co, .tag_opts = &to,
-			     .chunk_size = v->L.chunk, .no_tag = true,
-			     .classes = classes);
+	if (v->cfg->scheme == PS_MERCURY) {
+		MERCURY_OPTS(mercury_tag_opts, to, .source = v->cfg->tag_source);
 
-		ps_mercury_classes(classes, v->C, v->L.levels);
-		for (i = 0; i < v->C; i++) {
-			fds[i] = v->conns[w * v->C + i].fd;
-			v->conns[w * v->C + i].cs_idx = i;
-			v->conns[w * v->C + i].tagger = v->tagger;
-		}
-		if (mercury_chanset_new(fds, v->C, &co, &v->cs[w]) < 0) {
-			ps_error(v->cfg, "channel set: %s", mercury_last_error());
+		if (mercury_tagger_new(&to, &v->tagger) < 0 ||
+		    mercury_tagger_probe(v->tagger, v->L.levels) < 0) {
+			ps_error(v->cfg, "tagger: %s", mercury_last_error());
 			return -1;
 		}
-		for (i = 0; i < v->C; i++)
-			v->conns[w * v->C + i].cs = v->cs[w];
-		ps_msend_init(&v->ms[w], v->cs[w], &v->cptr[w * v->C], v->cfg->inflight);
+	}
+	for (w = 0; w < v->W; w++) {
+		struct ps_peer *pr = &v->peers[w];
+
+		*pr = (struct ps_peer){ .conns = &v->conns[w * v->C], .n = v->C,
+					.id = w, .role = v };
+		if (ps_peer_open(pr, v->cfg, v->L.levels, v->L.chunk, srv_dest,
+				 srv_done) < 0) {
+			ps_error(v->cfg, "worker %d: %s", w, mercury_last_error());
+			return -1;
+		}
 	}
 	return 0;
 }
 
 static bool queues_empty(const struct srv *v)
 {
-	int i;
+	int w;
 
-	for (i = 0; i < v->W * v->C; i++)
-		if (v->conns[i].head)
+	for (w = 0; w < v->W; w++)
+		if (mercury_chanset_pending(v->peers[w].cs))
 			return false;
-	if (v->ms)
-		for (i = 0; i < v->W; i++)
-			if (v->ms[i].heap.n)
-				return false;
 	return true;
 }
 
 /* Worker w pushed everything and was sent everything: it may hang up. */
 static bool worker_done(const struct srv *v, int w)
 {
-	int i;
-
 	if (v->pushed[w] < (uint64_t)v->cfg->iterations * v->L.srv_chunks[v->s])
 		return false;
-	for (i = 0; i < v->C; i++)
-		if (v->conns[w * v->C + i].head)
-			return false;
-	return !v->ms || !v->ms[w].heap.n;
+	return !mercury_chanset_pending(v->peers[w].cs);
 }
 
 static int peer_failed(struct srv *v, struct ps_conn *c, int err)
@@ -409,9 +452,9 @@ static int peer_failed(struct srv *v, struct ps_conn *c, int err)
 	const char *why = rx_err(err);
 
 	if (why)
-		ps_error(v->cfg, "peer %s (worker %d) %s during iteration %d%s%s",
+		ps_error(v->cfg, "peer %s (worker %d) %s during iteration %d: %s",
 			 c->addr, c->peer, why, iteration_of(v, c->peer),
-			 v->why[0] ? ": " : "", v->why);
+			 v->why[0] ? v->why : mercury_last_error());
 	else if (err == -ENOTCONN || err == -ECONNRESET || err == -EPIPE)
 		ps_error(v->cfg, "peer %s (worker %d) closed the connection during iteration %d",
 			 c->addr, c->peer, iteration_of(v, c->peer));
@@ -434,21 +477,20 @@ static int serve(struct srv *v)
 	for (;;) {
 		int64_t now = ps_now_ns(), wake = 0, wait_ns;
 
-		if (v->cfg->scheme == PS_MERCURY) {
-			for (i = 0; i < v->W; i++) {
-				struct ps_msend *m = &v->ms[i];
-				struct ps_conn *bad = NULL;
+		for (i = 0; i < v->W; i++) {
+			struct ps_conn *bad = NULL;
+			int64_t w;
 
-				if (ps_msend_due(m, now)) {
-					ret = ps_dispatch_mercury(m, now, &bad);
-					if (ret < 0) {
-						free(pfd);
-						return peer_failed(v, bad ? bad : &v->conns[i * v->C], ret);
-					}
-				}
-				if (m->wake_ns && (!wake || m->wake_ns < wake))
-					wake = m->wake_ns;
+			ret = ps_peer_progress(&v->peers[i], now, &bad);
+			if (ret < 0) {
+				free(pfd);
+				return peer_failed(v, bad, ret);
 			}
+			if (ret > 0)
+				last = now;
+			w = (int64_t)mercury_chanset_wake(v->peers[i].cs);
+			if (w && (!wake || w < wake))
+				wake = w;
 		}
 		if (!finished && v->aggregated == v->target && queues_empty(v))
 			finished = true;	/* all sent: wait for the workers to hang up */
@@ -458,7 +500,8 @@ static int serve(struct srv *v)
 			struct ps_conn *c = &v->conns[i];
 
 			pfd[i].fd = c->eof ? -1 : c->fd;
-			pfd[i].events = POLLIN | (c->head ? POLLOUT : 0);
+			pfd[i].events = POLLIN |
+				mercury_chanset_events(v->peers[i / v->C].cs, i % v->C);
 			pfd[i].revents = 0;
 		}
 		now = ps_now_ns();
@@ -493,29 +536,20 @@ static int serve(struct srv *v)
 		for (i = 0; i < n; i++) {
 			struct ps_conn *c = &v->conns[i];
 
-			if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-				ret = ps_conn_read(c, srv_dest, srv_done, v);
-				if (ret == -ENOTCONN && worker_done(v, c->peer)) {
-					open--;
-					last = ps_now_ns();
-					continue;
-				}
-				if (ret < 0) {
-					free(pfd);
-					return peer_failed(v, c, ret);
-				}
-				if (ret)
-					last = ps_now_ns();
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			ret = ps_peer_read(&v->peers[i / v->C], i % v->C, ps_now_ns());
+			if (ret == -ENOTCONN && worker_done(v, c->peer)) {
+				open--;
+				last = ps_now_ns();
+				continue;
 			}
-			if (c->head && !c->eof) {
-				ret = ps_conn_flush(c);
-				if (ret < 0) {
-					free(pfd);
-					return peer_failed(v, c, ret);
-				}
-				if (ret)
-					last = ps_now_ns();
+			if (ret < 0 && ret != -EAGAIN) {
+				free(pfd);
+				return peer_failed(v, c, ret);
 			}
+			if (ret > 0)
+				last = ps_now_ns();
 		}
 	}
 	free(pfd);
@@ -527,10 +561,8 @@ static void report(const struct srv *v)
 	uint64_t in = 0, out = 0;
 	int i;
 
-	for (i = 0; i < v->W * v->C; i++) {
-		in += v->conns[i].bytes_in;
-		out += v->conns[i].bytes_out;
-	}
+	for (i = 0; i < v->W; i++)
+		ps_peer_bytes(&v->peers[i], &out, &in);
 	if (v->cfg->json) {
 		json_object *o = json_object_new_object();
 
@@ -539,7 +571,7 @@ static void report(const struct srv *v)
 		json_object_object_add(o, "scheme", json_object_new_string(ps_scheme_name(v->cfg->scheme)));
 		json_object_object_add(o, "chunks_aggregated", json_object_new_int64(v->aggregated));
 		if (v->cfg->scheme == PS_MERCURY)
-			ps_msend_report(o, v->ms, v->W);
+			ps_sender_report(o, v->peers, v->W);
 		json_object_object_add(o, "bytes_in", json_object_new_int64(in));
 		json_object_object_add(o, "bytes_out", json_object_new_int64(out));
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
@@ -578,12 +610,9 @@ int ps_server_main(struct ps_cfg *cfg)
 	v.seen = calloc(((size_t)v.L.srv_chunks[v.s] + 1) * v.W, 1);
 	v.pushed = calloc(v.W, sizeof(*v.pushed));
 	v.conns = calloc(v.W * v.C, sizeof(*v.conns));
-	v.cptr = calloc(v.W * v.C, sizeof(*v.cptr));
-	v.cs = calloc(v.W, sizeof(*v.cs));
-	if (cfg->scheme == PS_MERCURY)
-		v.ms = calloc(v.W, sizeof(*v.ms));
+	v.peers = calloc(v.W, sizeof(*v.peers));
 	if (!v.poff || !v.param || !v.sum || !v.count || !v.seen || !v.pushed ||
-	    !v.conns || !v.cptr || !v.cs || (cfg->scheme == PS_MERCURY && !v.ms)) {
+	    !v.conns || !v.peers) {
 		ps_error(cfg, "out of memory");
 		goto out;
 	}
@@ -600,15 +629,13 @@ out:
 		for (i = 0; i < v.W * v.C; i++)
 			if (v.conns[i].fd >= 0)
 				ps_conn_close(&v.conns[i]);
-	for (i = 0; v.cs && i < v.W; i++)
-		mercury_chanset_free(v.cs[i]);
-	for (i = 0; v.ms && i < v.W; i++)
-		ps_heap_free(&v.ms[i].heap);
+	for (i = 0; v.peers && i < v.W; i++)
+		ps_peer_close(&v.peers[i]);
 	mercury_tagger_free(v.tagger);
 	if (v.lfd >= 0)
 		close(v.lfd);
 	free(v.poff); free(v.param); free(v.sum); free(v.count); free(v.seen);
-	free(v.pushed); free(v.conns); free(v.cptr); free(v.cs); free(v.ms);
+	free(v.pushed); free(v.conns); free(v.peers);
 	ps_layout_free(&v.L);
 	return rc;
 }

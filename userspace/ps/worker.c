@@ -46,11 +46,9 @@ struct wrk {
 	int *gate_first, *gate_list;	/* tensors gated by call c */
 	/* connections [s * C + i] */
 	struct ps_conn *conns;
-	struct ps_conn **cptr;
-	struct mercury_chanset **cs;
-	struct ps_msend *ms;		/* mercury: per server */
-	struct ps_heap *heap;		/* bytesched: [0] */
-	struct mercury_tagger *tagger;
+	struct ps_peer *peers;		/* per server: sender and receiver */
+	struct ps_heap heap;		/* bytesched: partitions awaiting credit */
+	struct mercury_tagger *tagger;	/* mercury: the capability probe */
 	uint64_t inflight, seq;		/* bytesched: bytes in flight */
 	uint64_t *inflight_tag;		/* bytesched: per tensor */
 	int64_t credit_since;		/* bytesched: window full since (0: not) */
@@ -82,11 +80,13 @@ static int64_t scaled_ns(const struct wrk *v, double ms)
 	return (int64_t)llround(ms * v->X * 1e6);
 }
 
-static int wrk_dest(void *ctx, struct ps_conn *c)
+/* A pull's header is in: check it against the layout, place it. */
+static int wrk_dest(void *ctx, size_t conn, const struct mercury_frame *f,
+		    void **dst)
 {
-	struct wrk *v = ctx;
-	const struct mercury_frame *f = &c->fr;
-	int s = c->peer, t = f->tensor_id;
+	struct ps_peer *p = ctx;
+	struct wrk *v = p->role;
+	int s = p->id, t = f->tensor_id;
 	size_t k;
 	uint32_t ch;
 
@@ -100,18 +100,24 @@ static int wrk_dest(void *ctx, struct ps_conn *c)
 		return -EPROTO;
 	if (v->pushed_iter[t] <= v->pulled_iter[t])
 		return -EPROTO;		/* a pull of something not pushed */
-	c->dst = (uint8_t *)v->param + v->L.t[t].off + v->L.lo[k] + f->offset;
+	(void)conn;
+	*dst = (uint8_t *)v->param + v->L.t[t].off + v->L.lo[k] + f->offset;
 	return 0;
 }
 
-static int wrk_done(void *ctx, struct ps_conn *c)
+static int wrk_done(void *ctx, size_t conn, const struct mercury_frame *f,
+		    void *data, bool tensor_done)
 {
-	struct wrk *v = ctx;
-	int t = c->fr.tensor_id;
+	struct ps_peer *p = ctx;
+	struct wrk *v = p->role;
+	int t = f->tensor_id;
 
+	(void)conn;
+	(void)data;
+	(void)tensor_done;
 	if (v->cfg->scheme == PS_BYTESCHED) {
-		v->inflight -= c->fr.chunk_len;	/* the partition is home */
-		v->inflight_tag[t] -= c->fr.chunk_len;
+		v->inflight -= f->chunk_len;	/* the partition is home */
+		v->inflight_tag[t] -= f->chunk_len;
 	}
 	if (++v->pulled_cnt[t] == v->tchunks[t]) {
 		v->pulled_cnt[t] = 0;
@@ -136,41 +142,39 @@ static int release(struct wrk *v, int t)
 	for (c = 0; c < maxc; c++) {
 		for (s = 0; s < v->S; s++) {
 			size_t k = ps_idx(&v->L, t, s);
-			uint32_t len = ps_chunk_len(&v->L, t, s, c);
-			struct ps_out *o;
-			struct ps_conn *cn;
+			struct ps_part o = {
+				.key = (uint64_t)T->rank << 40 |
+				       (v->seq++ & ((1ull << 40) - 1)),
+				.tensor = t, .server = s, .tag = T->rank,
+				.total = v->L.hi[k] - v->L.lo[k],
+				.offset = (uint64_t)c * v->L.chunk,
+				.payload = (uint8_t *)v->grad + T->off + v->L.lo[k] +
+					   (uint64_t)c * v->L.chunk,
+				.len = ps_chunk_len(&v->L, t, s, c),
+			};
+			int ret, conn = 0;
 
-			if (!len)
+			if (!o.len)
 				continue;
-			o = ps_out_new(t, v->cfg->scheme == PS_MERCURY ? T->level : T->rank,
-				       v->L.hi[k] - v->L.lo[k],
-				       (uint64_t)c * v->L.chunk,
-				       (uint8_t *)v->grad + T->off + v->L.lo[k] +
-				       (uint64_t)c * v->L.chunk, len);
-			if (!o)
-				return -ENOMEM;
-			o->server = s;
-			o->key = (uint64_t)T->rank << 40 | (v->seq++ & ((1ull << 40) - 1));
 			switch (v->cfg->scheme) {
-			case PS_MERCURY:
-				if (ps_heap_push(&v->ms[s].heap, o))
-					goto nomem;
-				continue;
-			case PS_BYTESCHED:
-				if (ps_heap_push(&v->heap[0], o))
-					goto nomem;
+			case PS_MERCURY:	/* the set picks, by rank */
+				o.tag = T->level;
+				conn = -1;
+				break;
+			case PS_BYTESCHED:	/* waits for credit */
+				if (ps_heap_push(&v->heap, &o))
+					return -ENOMEM;
 				continue;
 			case PS_PRIO:
-				cn = &v->conns[s * v->C + T->band];
+				conn = T->band;
 				break;
 			default:
-				cn = &v->conns[s * v->C];
+				break;
 			}
-			ps_conn_queue(cn, o);
-			continue;
-nomem:
-			free(o);
-			return -ENOMEM;
+			ret = ps_send(&v->peers[s], t, o.tag, o.total, o.offset,
+				      o.payload, o.len, o.key, conn);
+			if (ret < 0)
+				return ret;
 		}
 	}
 	return 0;
@@ -338,7 +342,7 @@ static int connect_all(struct wrk *v)
 	}
 	for (s = 0; s < v->S; s++) {
 		char entry[256], host[200], port[16];
-		int fds[PS_MAX_CHANNELS];
+		struct ps_peer *pr = &v->peers[s];
 
 		snprintf(entry, sizeof(entry), "%.*s", (int)strcspn(p, ","), p);
 		p += strcspn(p, ",");
@@ -350,13 +354,6 @@ static int connect_all(struct wrk *v)
 		}
 		for (i = 0; i < v->C; i++) {
 			struct ps_conn *c = &v->conns[s * v->C + i];
-			struct ps_hello h = {
-				.worker_id = v->w, .conn_idx = i, .nconns = v->C,
-				.workers = v->cfg->workers, .server_id = s,
-				.servers = v->S, .hash = v->L.hash,
-			};
-			struct ps_out *o;
-
 			c->fd = connect_one(v, host, port, deadline);
 			if (c->fd < 0)
 				return -1;
@@ -372,40 +369,27 @@ static int connect_all(struct wrk *v)
 					 i, strerror(errno));
 				return -1;
 			}
-			ps_hello_encode(c->hello, &h);
-			o = ps_out_new(PS_HELLO_ID, 0, PS_HELLO_LEN, 0, c->hello, PS_HELLO_LEN);
-			if (!o)
-				return -1;
-			ps_conn_queue(c, o);
-			fds[i] = c->fd;
-			v->cptr[s * v->C + i] = c;
 		}
-		if (v->cfg->scheme == PS_MERCURY) {
-			unsigned int classes[PS_MAX_CHANNELS];
-			MERCURY_OPTS(mercury_chanset_opts, co, .tag_opts = &to,
-				     .chunk_size = v->L.chunk, .no_tag = true,
-				     .classes = classes);
-
-			ps_mercury_classes(classes, v->C, v->L.levels);
-			if (mercury_chanset_new(fds, v->C, &co, &v->cs[s]) < 0) {
-				ps_error(v->cfg, "channel set: %s", mercury_last_error());
-				return -1;
-			}
-			for (i = 0; i < v->C; i++) {
-				v->conns[s * v->C + i].cs = v->cs[s];
-				v->conns[s * v->C + i].cs_idx = i;
-			}
-			ps_msend_init(&v->ms[s], v->cs[s], &v->cptr[s * v->C],
-				      v->cfg->inflight);
-		}
-	}
-	/* tag only after the hellos (untagged, a few bytes) went out */
-	for (i = 0; i < v->S * v->C; i++) {
-		if (ps_conn_flush(&v->conns[i]) < 0) {
-			ps_error(v->cfg, "%s: %s", v->conns[i].addr, strerror(errno));
+		*pr = (struct ps_peer){ .conns = &v->conns[s * v->C], .n = v->C,
+					.id = s, .role = v };
+		if (ps_peer_open(pr, v->cfg, v->L.levels, v->L.chunk, wrk_dest,
+				 wrk_done) < 0) {
+			ps_error(v->cfg, "server %d: %s", s, mercury_last_error());
 			return -1;
 		}
-		v->conns[i].tagger = v->tagger;
+		/* the hellos go first, untagged (a few bytes) */
+		for (i = 0; i < v->C; i++) {
+			struct ps_hello h = {
+				.worker_id = v->w, .conn_idx = i, .nconns = v->C,
+				.workers = v->cfg->workers, .server_id = s,
+				.servers = v->S, .hash = v->L.hash,
+			};
+
+			if (ps_send_hello(pr, i, &h) < 0) {
+				ps_error(v->cfg, "hello: %s", mercury_last_error());
+				return -1;
+			}
+		}
 	}
 	return 0;
 }
@@ -460,58 +444,63 @@ static unsigned int inflight_min_tag(const struct wrk *v)
 	return best;
 }
 
-/* *wake: when a blocked Mercury sender looks again (0: none blocked). */
+/*
+ * ByteScheduler's window: hand partitions to the sender while credit
+ * lasts. Then drive every server's sender; *wake: when one waits for
+ * something no poll event reports (0: none).
+ */
 static int dispatch(struct wrk *v, int64_t now, int64_t *wake)
 {
+	const struct ps_part *o;
+	struct ps_conn *bad;
 	int s, ret;
 
 	*wake = 0;
-	if (v->cfg->scheme == PS_MERCURY) {
-		for (s = 0; s < v->S; s++) {
-			struct ps_msend *m = &v->ms[s];
-			struct ps_conn *bad = NULL;
-
-			if (ps_msend_due(m, now)) {
-				ret = ps_dispatch_mercury(m, now, &bad);
-				if (ret < 0)
-					return peer_failed(v, bad ? bad : &v->conns[s * v->C], ret);
-			}
-			if (m->wake_ns && (!*wake || m->wake_ns < *wake))
-				*wake = m->wake_ns;
+	/*
+	 * ByteScheduler checks credit > 0: the last one may overshoot.
+	 * A partition is summed only when every worker has pushed it,
+	 * so workers whose windows hold different partitions (one
+	 * released an urgent tensor a moment before the other) would
+	 * wait for each other forever; a partition more urgent than
+	 * all this worker has in flight therefore goes regardless.
+	 */
+	while (v->cfg->scheme == PS_BYTESCHED && (o = ps_heap_top(&v->heap)) &&
+	       (v->inflight < v->L.credit || o->tag < inflight_min_tag(v))) {
+		v->partitions++;
+		v->bypassed += v->inflight >= v->L.credit;
+		v->inflight += o->len;
+		v->inflight_tag[o->tensor] += o->len;
+		ret = ps_send(&v->peers[o->server], o->tensor, o->tag, o->total,
+			      o->offset, o->payload, o->len, o->key, 0);
+		if (ret < 0) {
+			ps_error(v->cfg, "%s", mercury_last_error());
+			return 1;
 		}
-	} else if (v->cfg->scheme == PS_BYTESCHED) {
-		struct ps_out *o;
-
-		/*
-		 * ByteScheduler checks credit > 0: the last one may overshoot.
-		 * A partition is summed only when every worker has pushed it,
-		 * so workers whose windows hold different partitions (one
-		 * released an urgent tensor a moment before the other) would
-		 * wait for each other forever; a partition more urgent than
-		 * all this worker has in flight therefore goes regardless.
-		 */
-		while ((o = ps_heap_top(&v->heap[0])) &&
-		       (v->inflight < v->L.credit || o->tag < inflight_min_tag(v))) {
-			struct ps_conn *c = &v->conns[o->server * v->C];
-
-			v->partitions++;
-			v->bypassed += v->inflight >= v->L.credit;
-			ps_heap_pop(&v->heap[0]);
-			v->inflight += o->len;
-			v->inflight_tag[o->tensor] += o->len;
-			ps_conn_queue(c, o);
-			ret = ps_conn_flush(c);
-			if (ret < 0)
-				return peer_failed(v, c, ret);
-		}
+		ps_heap_pop(&v->heap);
+	}
+	if (v->cfg->scheme == PS_BYTESCHED) {
 		/* how long partitions wait for the window: the latency-bound
 		 * share of bytesched's time (Documentation/benchmark.md) */
+		o = ps_heap_top(&v->heap);
 		if (o && !v->credit_since) {
 			v->credit_since = now;
 		} else if (!o && v->credit_since) {
 			v->credit_ns += now - v->credit_since;
 			v->credit_since = 0;
 		}
+	}
+	for (s = 0; s < v->S; s++) {
+		int64_t w;
+
+		bad = NULL;
+		ret = ps_peer_progress(&v->peers[s], now, &bad);
+		if (ret < 0)
+			return peer_failed(v, bad, ret);
+		if (ret > 0)
+			v->last_net = now;
+		w = (int64_t)mercury_chanset_wake(v->peers[s].cs);
+		if (w && (!*wake || w < *wake))
+			*wake = w;
 	}
 	return 0;
 }
@@ -533,7 +522,8 @@ static int run(struct wrk *v)
 
 		ret = advance(v, now, &deadline);
 		if (ret) {
-			ps_error(v->cfg, "out of memory");
+			ps_error(v->cfg, "%s", ret == -ENOMEM ? "out of memory" :
+				 mercury_last_error());
 			free(pfd);
 			return 1;
 		}
@@ -544,23 +534,9 @@ static int run(struct wrk *v)
 			free(pfd);
 			return ret;
 		}
-		for (i = 0; i < n; i++) {
-			struct ps_conn *c = &v->conns[i];
-
-			if (c->head && (ret = ps_conn_flush(c)) < 0) {
-				free(pfd);
-				return peer_failed(v, c, ret);
-			}
-			if (ret > 0)
-				v->last_net = now;
-			pfd[i] = (struct pollfd){ .fd = c->fd, .events = POLLIN |
-						  (c->head ? POLLOUT : 0) };
-		}
-		/* the flushes above may have finished the frame a Mercury
-		 * sender stopped at: then it has work and nothing to wake it */
-		for (i = 0; v->cfg->scheme == PS_MERCURY && i < v->S; i++)
-			if (ps_msend_runnable(&v->ms[i], now))
-				wake = now;
+		for (i = 0; i < n; i++)
+			pfd[i] = (struct pollfd){ .fd = v->conns[i].fd, .events = POLLIN |
+				mercury_chanset_events(v->peers[i / v->C].cs, i % v->C) };
 		now = ps_now_ns();
 		if (now - v->last_net > tmo) {
 			char silent[512];
@@ -589,12 +565,12 @@ static int run(struct wrk *v)
 
 			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
-			r = ps_conn_read(c, wrk_dest, wrk_done, v);
-			if (r < 0) {
+			r = ps_peer_read(&v->peers[i / v->C], i % v->C, ps_now_ns());
+			if (r < 0 && r != -EAGAIN) {
 				free(pfd);
 				return peer_failed(v, c, r);
 			}
-			if (r)
+			if (r > 0)
 				v->last_net = ps_now_ns();
 		}
 	}
@@ -632,10 +608,8 @@ static void report(const struct wrk *v, uint64_t bad, const char *first)
 	for (i = 1; i < v->N; i++)
 		mean += (v->bwd_ends[i] - v->bwd_ends[i - 1]) / 1e6;
 	mean /= v->N - 1;
-	for (i = 0; i < v->S * v->C; i++) {
-		out += v->conns[i].bytes_out;
-		in += v->conns[i].bytes_in;
-	}
+	for (i = 0; i < v->S; i++)
+		ps_peer_bytes(&v->peers[i], &out, &in);
 	if (v->cfg->json) {
 		json_object *o = json_object_new_object(), *a = json_object_new_array();
 
@@ -674,7 +648,7 @@ static void report(const struct wrk *v, uint64_t bad, const char *first)
 			json_object_object_add(o, "bytesched", b);
 		}
 		if (v->cfg->scheme == PS_MERCURY)
-			ps_msend_report(o, v->ms, v->S);
+			ps_sender_report(o, v->peers, v->S);
 		json_object_object_add(o, "verified", json_object_new_boolean(!bad));
 		json_object_object_add(o, "mismatches", json_object_new_int64(bad));
 		if (bad)
@@ -726,15 +700,12 @@ int ps_worker_main(struct ps_cfg *cfg)
 	v.gate_first = calloc(P->ncalls + 1, sizeof(*v.gate_first));
 	v.gate_list = calloc(v.L.nt, sizeof(*v.gate_list));
 	v.conns = calloc(v.S * v.C, sizeof(*v.conns));
-	v.cptr = calloc(v.S * v.C, sizeof(*v.cptr));
-	v.cs = calloc(v.S, sizeof(*v.cs));
-	v.heap = calloc(v.S, sizeof(*v.heap));
-	v.ms = calloc(v.S, sizeof(*v.ms));
+	v.peers = calloc(v.S, sizeof(*v.peers));
 	v.bwd_ends = calloc(v.N, sizeof(*v.bwd_ends));
 	v.inflight_tag = calloc(v.L.nt, sizeof(*v.inflight_tag));
 	if (!v.grad || !v.param || !v.tchunks || !v.pulled_cnt || !v.pulled_iter ||
 	    !v.pushed_iter || !v.home_ns || !v.rel_order || !v.gate_first ||
-	    !v.gate_list || !v.conns || !v.cptr || !v.cs || !v.heap || !v.ms || !v.bwd_ends || !v.inflight_tag) {
+	    !v.gate_list || !v.conns || !v.peers || !v.bwd_ends || !v.inflight_tag) {
 		ps_error(cfg, "out of memory");
 		goto out;
 	}
@@ -790,17 +761,14 @@ out:
 		for (i = 0; i < (uint64_t)v.S * v.C; i++)
 			if (v.conns[i].fd >= 0)
 				ps_conn_close(&v.conns[i]);
-	for (s = 0; v.cs && s < v.S; s++)
-		mercury_chanset_free(v.cs[s]);
-	for (s = 0; v.heap && s < v.S; s++)
-		ps_heap_free(&v.heap[s]);
-	for (s = 0; v.ms && s < v.S; s++)
-		ps_heap_free(&v.ms[s].heap);
+	for (s = 0; v.peers && s < v.S; s++)
+		ps_peer_close(&v.peers[s]);
+	ps_heap_free(&v.heap);
 	mercury_tagger_free(v.tagger);
 	free(v.grad); free(v.param); free(v.tchunks); free(v.pulled_cnt);
 	free(v.pulled_iter); free(v.pushed_iter); free(v.home_ns); free(v.rel_order);
-	free(v.gate_first); free(v.gate_list); free(v.conns); free(v.cptr);
-	free(v.cs); free(v.heap); free(v.ms); free(v.bwd_ends); free(v.inflight_tag);
+	free(v.gate_first); free(v.gate_list); free(v.conns); free(v.peers);
+	free(v.bwd_ends); free(v.inflight_tag);
 	ps_layout_free(&v.L);
 	return rc;
 }

@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
 
 #include "internal.h"
 
@@ -67,7 +69,21 @@ struct seg {
 	unsigned int tag;
 };
 
+/* A frame queued by mercury_chanset_queue() or mercury_chanset_send(). */
+struct txf {
+	struct txf *next;		/* in its connection's FIFO */
+	unsigned char hdr[MERCURY_FRAME_HDR_LEN];
+	const unsigned char *data;	/* the caller's payload */
+	uint32_t len;			/* payload bytes */
+	uint32_t done;			/* of header + payload written */
+	unsigned int tag;
+	bool no_tag;			/* leave the socket's tag alone */
+	uint64_t order, seq;		/* heap key: order, then queue order */
+	uint64_t batch;			/* the send() that queued it, 0: none */
+};
+
 struct chan {
+	struct txf *out, *out_tail;	/* frames given to this connection */
 	struct seg *segs;		/* ring of queued segments, oldest first */
 	size_t head, cnt, cap;		/* ring state, cap a power of two */
 	uint64_t written;		/* bytes handed to the kernel */
@@ -77,6 +93,7 @@ struct chan {
 	unsigned int class;		/* preferred tag */
 	int fd;
 	bool no_nsd;			/* SIOCOUTQNSD unsupported on fd */
+	bool broken;			/* a frame was cut short here */
 };
 
 struct mercury_chanset {
@@ -88,6 +105,32 @@ struct mercury_chanset {
 	bool own_fds;
 	int timeout_ms;			/* every wait's bound */
 	struct mercury_chanset_stats stats;
+	/* the sender: frames the set places, most urgent first */
+	struct txf **heap;
+	size_t nheap, heap_cap;
+	uint64_t seq;
+	size_t pending;			/* frames not completely written */
+	uint64_t inflight;		/* cap per connection, 0: none */
+	/*
+	 * The last placement: connection `last` took tag `last_tag` without
+	 * an inversion. Until another tag is placed, only frames of that
+	 * tag went there, so it stays eligible (nothing less urgent queued,
+	 * no unsent bytes of another tag) and the best fit: later frames of
+	 * the tag reuse it without a pick. last_queued bounds its SIOCOUTQ
+	 * from above: the last reading plus the bytes written since.
+	 */
+	int last;			/* -1: none */
+	int failed;			/* connection of the last write error */
+	unsigned int last_tag;
+	uint64_t last_queued;
+	bool fresh;			/* last_queued read in this dispatch */
+	/* blocked: the frame at the top and when to look again */
+	const struct txf *blocked_top;
+	uint64_t wake_ns;		/* 0: not blocked */
+	bool blocked_retag;		/* by try_pick's -EAGAIN, not the cap */
+	/* the running send(): its batch, frames left, frames started */
+	uint64_t batch;
+	size_t batch_left, batch_started;
 };
 
 #define DEFAULT_TIMEOUT_MS	60000
@@ -137,6 +180,8 @@ static int chanset_alloc(size_t n, const struct mercury_chanset_opts *opts,
 		return mercury_err(ENOMEM, "chanset: out of memory");
 	}
 	cs->n = n;
+	cs->last = -1;
+	cs->inflight = OPTS_GET(opts, inflight, 0);
 	classes = OPTS_GET(opts, classes, NULL);
 	for (i = 0; i < n; i++) {
 		cs->c[i].fd = -1;
@@ -303,6 +348,7 @@ MERCURY_API int mercury_chanset_connect(const char *host, const char *port,
 
 MERCURY_API void mercury_chanset_free(struct mercury_chanset *cs)
 {
+	struct txf *f, *next;
 	size_t i;
 
 	if (!cs)
@@ -311,7 +357,14 @@ MERCURY_API void mercury_chanset_free(struct mercury_chanset *cs)
 		if (cs->own_fds && cs->c[i].fd >= 0)
 			close(cs->c[i].fd);
 		free(cs->c[i].segs);
+		for (f = cs->c[i].out; f; f = next) {
+			next = f->next;
+			free(f);
+		}
 	}
+	for (i = 0; i < cs->nheap; i++)
+		free(cs->heap[i]);
+	free(cs->heap);
 	mercury_tagger_free(cs->tagger);
 	free(cs->c);
 	free(cs);
@@ -550,6 +603,9 @@ MERCURY_API int mercury_chanset_commit(struct mercury_chanset *cs, size_t i,
 {
 	if (!cs || i >= cs->n)
 		return mercury_err(EINVAL, "chanset: no connection %zu", i);
+	/* bytes the sender did not write: its reuse bound no longer holds */
+	if (cs->last == (int)i)
+		cs->last = -1;
 	return mercury_ret(chan_push(&cs->c[i], tag, bytes));
 }
 
@@ -593,150 +649,592 @@ MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
 }
 
 /*
- * Write the whole iovec, resuming after partial writes and EAGAIN. With
- * MSG_NOSIGNAL: a peer that closed is -EPIPE for the caller, never a
- * SIGPIPE that kills its process. MSG_DONTWAIT even on a blocking socket,
- * so that every wait is our poll: no progress for timeout_ms is
- * -ETIMEDOUT.
+ * The sender. Frames wait in a heap ordered by (order, queue order) until
+ * the set places the top one on a connection: the one try_pick() names,
+ * once that connection has no frame of ours half written (frames never
+ * interleave on a stream) and holds less than the in-flight cap in the
+ * kernel. The qdisc orders what the kernel holds across connections; the
+ * cap keeps each connection's FIFO short, so an urgent frame that finds
+ * every connection busy (an inversion) waits behind at most that many
+ * bytes. Pinned frames skip the heap and go to their connection's FIFO at
+ * once. A frame's socket is tagged right before its first byte enters it
+ * (the kernel reads the tag when TCP builds the segments), and writes
+ * resume where a partial one stopped. mercury_chanset_send() is the same
+ * machinery driven until its frames are written.
  */
-static int write_all(int fd, struct iovec *iov, int cnt, int timeout_ms)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-	struct msghdr msg = { 0 };
-	ssize_t r;
-	int p;
+#define EAGAIN_RETRY_NS	1000000		/* nothing reports unsent bytes leaving */
 
-	while (cnt) {
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+}
+
+static bool txf_before(const struct txf *a, const struct txf *b)
+{
+	return a->order != b->order ? a->order < b->order : a->seq < b->seq;
+}
+
+static int heap_push(struct mercury_chanset *cs, struct txf *f)
+{
+	struct txf **v;
+	size_t i, cap;
+
+	if (cs->nheap == cs->heap_cap) {
+		cap = cs->heap_cap ? 2 * cs->heap_cap : 64;
+		v = realloc(cs->heap, cap * sizeof(*v));
+		if (!v)
+			return mercury_err(ENOMEM, "chanset: out of memory");
+		cs->heap = v;
+		cs->heap_cap = cap;
+	}
+	for (i = cs->nheap++; i && txf_before(f, cs->heap[(i - 1) / 2]);
+	     i = (i - 1) / 2)
+		cs->heap[i] = cs->heap[(i - 1) / 2];
+	cs->heap[i] = f;
+	return 0;
+}
+
+/* Put f at slot i and sift it down. */
+static void heap_sift(struct mercury_chanset *cs, size_t i, struct txf *f)
+{
+	size_t l, m;
+
+	for (;;) {
+		l = 2 * i + 1;
+		m = i;
+		if (l < cs->nheap && txf_before(cs->heap[l], f))
+			m = l;
+		if (l + 1 < cs->nheap &&
+		    txf_before(cs->heap[l + 1], m == i ? f : cs->heap[l]))
+			m = l + 1;
+		if (m == i)
+			break;
+		cs->heap[i] = cs->heap[m];
+		i = m;
+	}
+	cs->heap[i] = f;
+}
+
+static struct txf *heap_pop(struct mercury_chanset *cs)
+{
+	struct txf *top = cs->heap[0];
+
+	if (--cs->nheap)
+		heap_sift(cs, 0, cs->heap[cs->nheap]);
+	return top;
+}
+
+static void chan_append(struct chan *c, struct txf *f)
+{
+	f->next = NULL;
+	if (c->out_tail)
+		c->out_tail->next = f;
+	else
+		c->out = f;
+	c->out_tail = f;
+}
+
+static void frame_done(struct mercury_chanset *cs, struct txf *f)
+{
+	cs->stats.chunks++;
+	cs->stats.bytes += f->len;
+	cs->pending--;
+	if (f->batch && f->batch == cs->batch)
+		cs->batch_left--;
+	free(f);
+}
+
+/*
+ * Write what connection i takes of its FIFO. *wrote: some bytes went.
+ * With MSG_NOSIGNAL a peer that closed is -EPIPE for the caller, never a
+ * SIGPIPE that kills its process; MSG_DONTWAIT even on a blocking socket,
+ * so that no call here ever waits.
+ */
+static int chan_flush(struct mercury_chanset *cs, size_t i, bool *wrote)
+{
+	struct chan *c = &cs->c[i];
+	struct msghdr msg = { 0 };
+	struct iovec iov[2];
+	struct txf *f;
+	ssize_t r;
+	int err;
+
+	while ((f = c->out)) {
+		if (c->broken) {
+			cs->failed = i;
+			return mercury_err(EIO,
+					   "chanset: connection %zu (fd %d) is unusable: an earlier error cut a frame short there",
+					   i, c->fd);
+		}
+		if (!f->done && !f->no_tag) {
+			if (cs->tagger) {
+				err = mercury_tag_socket(cs->tagger, c->fd, f->tag);
+				if (err) {
+					cs->failed = i;
+					return err;
+				}
+			}
+			c->cur_tag = f->tag;
+		}
+		if (f->done < MERCURY_FRAME_HDR_LEN) {
+			iov[0] = (struct iovec){ f->hdr + f->done,
+						 MERCURY_FRAME_HDR_LEN - f->done };
+			iov[1] = (struct iovec){ (void *)f->data, f->len };
+			msg.msg_iovlen = f->len ? 2 : 1;
+		} else {
+			iov[0] = (struct iovec){
+				(void *)(f->data + f->done - MERCURY_FRAME_HDR_LEN),
+				MERCURY_FRAME_HDR_LEN + f->len - f->done };
+			msg.msg_iovlen = 1;
+		}
 		msg.msg_iov = iov;
-		msg.msg_iovlen = cnt;
-		r = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		r = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				p = poll(&pfd, 1, timeout_ms);
-				if (p < 0 && errno != EINTR)
-					return mercury_err(errno, "chanset: poll: %s",
-							   strerror(errno));
-				if (!p)
-					return mercury_err(ETIMEDOUT,
-							   "chanset: fd %d took no bytes for %d ms",
-							   fd, timeout_ms);
-				continue;
-			}
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			cs->failed = i;
 			return mercury_err(errno, "chanset: write on fd %d: %s",
-					   fd, strerror(errno));
+					   c->fd, strerror(errno));
 		}
-		while (cnt && (size_t)r >= iov->iov_len) {
-			r -= iov->iov_len;
-			iov++;
-			cnt--;
+		*wrote = true;
+		if (f->batch && f->batch == cs->batch && !f->done)
+			cs->batch_started++;
+		/* the ring grows with every change of tag: drop what left */
+		if (c->cnt == c->cap && c->cap >= 64) {
+			err = chan_refresh(c, cs->outq);
+			if (err)
+				return err;
 		}
-		if (cnt) {
-			iov->iov_base = (char *)iov->iov_base + r;
-			iov->iov_len -= r;
-		}
+		/* the set counts what the kernel holds: exactly what it took */
+		err = chan_push(c, f->tag, r);
+		if (err)
+			return err;
+		cs->stats.wire_bytes += r;
+		if (cs->last == (int)i)
+			cs->last_queued += r;
+		f->done += r;
+		if (f->done < MERCURY_FRAME_HDR_LEN + f->len)
+			continue;
+		c->out = f->next;
+		if (!c->out)
+			c->out_tail = NULL;
+		frame_done(cs, f);
 	}
 	return 0;
 }
 
 /*
- * pick() for send(): when every connection holds unsent bytes of another
- * tag, wait until one has sent them (kernel mode). Nothing wakes a thread
- * when SIOCOUTQNSD reaches 0 (POLLOUT means buffer space, and
- * TCP_NOTSENT_LOWAT would throttle every write), so poll it with a
- * backoff from 20 us to about 1 ms. In manual mode only the caller can
- * report progress: fail with -EAGAIN. send() meets this only before its
- * first chunk: afterwards the connection that took the previous chunk holds
- * unsent bytes of this tag only. Bytes that never leave (a peer that stopped
- * reading) end the wait after timeout_ms with -ETIMEDOUT.
+ * When connection c may hold `excess` fewer bytes. SIOCOUTQ falls only
+ * when ACKs come back, which no poll event reports (POLLOUT means buffer
+ * space). TCP's delivery rate for the connection (bytes/s over its recent
+ * ACKs; when the qdisc serves the connection it gets the link, so this is
+ * the rate it drains at) gives the time; without a sample yet, 1 ms.
  */
-static int pick_wait(struct mercury_chanset *cs, unsigned int tag, bool *inv)
+static uint64_t drain_ns(const struct chan *c, uint64_t excess)
 {
-	struct timespec d = { 0, 20000 }, t0, t1, deadline;
-	int i;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
 
-	i = pick(cs, tag, inv, NULL);
-	if (i != -EAGAIN)
-		return i;
-	cs->stats.waits++;
-	if (cs->outq == MERCURY_OUTQ_MANUAL)
-		return mercury_err(EAGAIN,
-				   "chanset send: every connection holds unconsumed bytes of another tag than %u; report drained bytes and retry",
-				   tag);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	deadline_in(&deadline, cs->timeout_ms);
-	do {
-		if (!ms_left(&deadline)) {
-			i = mercury_err(ETIMEDOUT,
-					"chanset send: no connection could take tag %u for %d ms: every one holds unsent bytes of another tag",
-					tag, cs->timeout_ms);
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_delivery_rate) +
+		  sizeof(ti.tcpi_delivery_rate) || !ti.tcpi_delivery_rate)
+		return 1000000;
+	return (uint64_t)((double)excess * 1e9 / (double)ti.tcpi_delivery_rate) + 1;
+}
+
+/* Bytes connection i holds in the kernel, for the cap. */
+static int cap_query(struct mercury_chanset *cs, size_t i)
+{
+	int err = chan_refresh(&cs->c[i], cs->outq);
+
+	if (err)
+		return err;
+	cs->stats.queries++;
+	cs->last_queued = chan_queued(&cs->c[i]);
+	cs->fresh = true;
+	return 0;
+}
+
+static void block(struct mercury_chanset *cs, const struct txf *f,
+		  uint64_t when, bool retag)
+{
+	cs->blocked_top = f;
+	cs->wake_ns = when;
+	cs->blocked_retag = retag;
+}
+
+/* Place heap frames while they may go (see above). */
+static int dispatch(struct mercury_chanset *cs, uint64_t now, bool *wrote)
+{
+	struct txf *f;
+	struct chan *c;
+	bool inv;
+	int i, err;
+
+	cs->wake_ns = 0;
+	cs->blocked_top = NULL;
+	cs->blocked_retag = false;
+	cs->fresh = false;
+	while (cs->nheap) {
+		f = cs->heap[0];
+		if (cs->last < 0 || f->tag != cs->last_tag) {
+			i = pick(cs, f->tag, &inv, NULL);
+			cs->stats.picks++;
+			if (i == -EAGAIN) {
+				/*
+				 * Every connection holds unsent bytes of
+				 * another tag: tagging any would re-tag them.
+				 * Look again later (no event reports that
+				 * they left either).
+				 */
+				cs->stats.eagain_blocks++;
+				cs->last = -1;
+				block(cs, f, now + EAGAIN_RETRY_NS, true);
+				return 0;
+			}
+			if (i < 0)
+				return i;
+			/* an inversion is no connection to keep for the tag */
+			cs->stats.inversions += inv;
+			cs->last = inv ? -1 : i;
+			cs->last_tag = f->tag;
+			if (cs->inflight) {
+				err = cap_query(cs, i);
+				if (err)
+					return err;
+			}
+		} else {
+			i = cs->last;
+		}
+		c = &cs->c[i];
+		/* POLLOUT resumes the frame there; this one follows it */
+		if (c->out)
+			return 0;
+		if (cs->inflight && cs->last_queued >= cs->inflight) {
+			if (!cs->fresh) {
+				err = cap_query(cs, i);	/* the bound is stale */
+				if (err)
+					return err;
+			}
+			if (cs->last_queued >= cs->inflight) {
+				cs->stats.cap_blocks++;
+				block(cs, f, now + drain_ns(c, cs->last_queued -
+							  cs->inflight + 1), false);
+				return 0;
+			}
+		}
+		heap_pop(cs);
+		chan_append(c, f);
+		cs->stats.placed++;
+		err = chan_flush(cs, i, wrote);
+		if (err)
+			return err;
+		if (cs->last != i)
+			cs->fresh = false;	/* the reading was for i */
+	}
+	return 0;
+}
+
+static int progress(struct mercury_chanset *cs, uint64_t now, size_t *failed)
+{
+	struct mercury_tagger_stats ts;
+	bool wrote = false;
+	size_t i;
+	int err = 0;
+
+	cs->failed = -1;
+	for (i = 0; i < cs->n && !err; i++)
+		if (cs->c[i].out)
+			err = chan_flush(cs, i, &wrote);
+	/* blocked: only time, or a new frame at the top, changes that */
+	if (!err && cs->nheap && (!cs->wake_ns || now >= cs->wake_ns ||
+				  cs->heap[0] != cs->blocked_top))
+		err = dispatch(cs, now, &wrote);
+	if (err) {
+		if (failed && cs->failed >= 0)
+			*failed = cs->failed;
+		return err;
+	}
+	if (!cs->nheap)
+		cs->wake_ns = 0;
+	if (cs->tagger) {
+		mercury_tagger_get_stats(cs->tagger, &ts, sizeof(ts));
+		cs->stats.tag_syscalls = ts.syscalls;
+	}
+	return wrote;
+}
+
+static int queue_frame(struct mercury_chanset *cs,
+		       const struct mercury_tx_frame *tf, uint64_t batch)
+{
+	struct mercury_frame fr = {
+		.tensor_id = tf->tensor_id,
+		.tag = tf->tag,
+		.total_len = tf->total_len,
+		.offset = tf->offset,
+		.chunk_len = tf->chunk_len,
+	};
+	bool pin = OPTS_GET(tf, pin, false);
+	size_t conn = OPTS_GET(tf, conn, 0);
+	struct txf *f;
+	int err;
+
+	if (tf->tag > MERCURY_MAX_TAG)
+		return mercury_err(ERANGE, "chanset: tag %u above %u", tf->tag,
+				   MERCURY_MAX_TAG);
+	if (!tf->data && tf->chunk_len)
+		return mercury_err(EINVAL, "chanset queue: no payload");
+	if (pin && conn >= cs->n)
+		return mercury_err(EINVAL, "chanset queue: no connection %zu",
+				   conn);
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return mercury_err(ENOMEM, "chanset: out of memory");
+	err = mercury_frame_encode(&fr, f->hdr, sizeof(f->hdr));
+	if (err < 0) {
+		free(f);
+		return err;
+	}
+	f->data = tf->data;
+	f->len = tf->chunk_len;
+	f->tag = tf->tag;
+	f->no_tag = OPTS_GET(tf, no_tag, false);
+	f->order = OPTS_GET(tf, order, 0);
+	f->seq = cs->seq++;
+	f->batch = batch;
+	if (pin) {
+		/* another tag there breaks the reuse rule's premise */
+		if (cs->last == (int)conn && f->tag != cs->last_tag)
+			cs->last = -1;
+		chan_append(&cs->c[conn], f);
+	} else {
+		err = heap_push(cs, f);
+		if (err) {
+			free(f);
+			return err;
+		}
+	}
+	cs->pending++;
+	return 0;
+}
+
+MERCURY_API int mercury_chanset_queue(struct mercury_chanset *cs,
+				      const struct mercury_tx_frame *f)
+{
+	if (!cs || !f)
+		return mercury_err(EINVAL, "chanset queue: NULL argument");
+	if (!OPTS_VALID(f, mercury_tx_frame))
+		return -errno;
+	/* the frame itself is no option: every 0.3 caller has it all */
+	if (f->sz < offsetofend(struct mercury_tx_frame, chunk_len))
+		return mercury_err(EINVAL, "chanset queue: sz %zu is too small",
+				   f->sz);
+	return queue_frame(cs, f, 0);
+}
+
+MERCURY_API int mercury_chanset_progress(struct mercury_chanset *cs,
+					 uint64_t now_ns, size_t *failed)
+{
+	if (!cs)
+		return mercury_err(EINVAL, "chanset progress: NULL");
+	return mercury_ret(progress(cs, now_ns ? now_ns : mono_ns(), failed));
+}
+
+MERCURY_API int mercury_chanset_events(const struct mercury_chanset *cs,
+				       size_t i)
+{
+	if (!cs || i >= cs->n)
+		return mercury_err(EINVAL, "chanset: no connection %zu", i);
+	return cs->c[i].out ? POLLOUT : 0;
+}
+
+MERCURY_API uint64_t mercury_chanset_wake(const struct mercury_chanset *cs)
+{
+	return cs && cs->nheap ? cs->wake_ns : 0;
+}
+
+MERCURY_API size_t mercury_chanset_pending(const struct mercury_chanset *cs)
+{
+	return cs ? cs->pending : 0;
+}
+
+/*
+ * send() failed: drop its frames, so none points into the caller's buffer
+ * after it returns. A connection that loses a half-written frame is out
+ * of step with its peer for good.
+ */
+static void cancel_batch(struct mercury_chanset *cs)
+{
+	struct txf **pp, *f, *prev;
+	size_t i, k;
+
+	for (i = 0, k = 0; i < cs->nheap; i++) {
+		if (cs->heap[i]->batch == cs->batch) {
+			free(cs->heap[i]);
+			cs->pending--;
+		} else {
+			cs->heap[k++] = cs->heap[i];
+		}
+	}
+	cs->nheap = 0;
+	for (i = 0; i < k; i++)		/* rebuild: push in place */
+		heap_push(cs, cs->heap[i]);	/* cannot fail: fits */
+	for (i = 0; i < cs->n; i++) {
+		prev = NULL;
+		for (pp = &cs->c[i].out; (f = *pp);) {
+			if (f->batch != cs->batch) {
+				prev = f;
+				pp = &f->next;
+				continue;
+			}
+			if (f->done)
+				cs->c[i].broken = true;
+			*pp = f->next;
+			free(f);
+			cs->pending--;
+		}
+		cs->c[i].out_tail = prev;
+	}
+	cs->blocked_top = NULL;
+	cs->batch = 0;
+}
+
+/* Why send() made no progress for timeout_ms. */
+static int send_timeout(struct mercury_chanset *cs)
+{
+	size_t i;
+
+	if (cs->wake_ns && cs->blocked_retag)
+		return mercury_err(ETIMEDOUT,
+				   "chanset send: no connection could take tag %u for %d ms: every one holds unsent bytes of another tag",
+				   cs->blocked_top ? cs->blocked_top->tag : 0,
+				   cs->timeout_ms);
+	for (i = 0; i < cs->n; i++)
+		if (cs->c[i].out)
+			return mercury_err(ETIMEDOUT,
+					   "chanset: fd %d took no bytes for %d ms",
+					   cs->c[i].fd, cs->timeout_ms);
+	return mercury_err(ETIMEDOUT,
+			   "chanset send: every connection held %llu bytes (the in-flight cap) or more for %d ms",
+			   (unsigned long long)cs->inflight, cs->timeout_ms);
+}
+
+/*
+ * Drive the sender until the running send()'s frames are written:
+ * poll() the connections that wait for buffer space, up to the next wake
+ * time and never longer than timeout_ms without progress.
+ */
+static int send_drive(struct mercury_chanset *cs)
+{
+	uint64_t now = mono_ns(), last = now, wait_from = 0, until;
+	struct pollfd *pfd;
+	struct timespec ts;
+	size_t i, n;
+	int r = 0;
+	bool waited = false;
+
+	pfd = calloc(cs->n, sizeof(*pfd));
+	if (!pfd)
+		return mercury_err(ENOMEM, "chanset: out of memory");
+	for (;;) {
+		r = progress(cs, now, NULL);
+		if (r < 0)
+			break;
+		if (r)
+			last = now;
+		/* count the waits for a connection without foreign unsent bytes */
+		if (cs->wake_ns && cs->blocked_retag) {
+			if (!wait_from)
+				wait_from = now;
+			if (!waited) {
+				waited = true;
+				cs->stats.waits++;
+			}
+		} else if (wait_from) {
+			cs->stats.wait_ns += now - wait_from;
+			wait_from = 0;
+		}
+		if (!cs->batch_left) {
+			r = 0;
 			break;
 		}
-		nanosleep(&d, NULL);
-		if (d.tv_nsec < 1000000)
-			d.tv_nsec *= 2;
-		i = pick(cs, tag, inv, NULL);
-	} while (i == -EAGAIN);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	cs->stats.wait_ns += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
-			     t1.tv_nsec - t0.tv_nsec;
-	return i;
+		/* only the caller can report progress in manual mode */
+		if (cs->outq == MERCURY_OUTQ_MANUAL && cs->wake_ns &&
+		    cs->blocked_retag && !cs->batch_started) {
+			r = mercury_err(EAGAIN,
+					"chanset send: every connection holds unconsumed bytes of another tag than %u; report drained bytes and retry",
+					cs->blocked_top->tag);
+			break;
+		}
+		if (now - last >= (uint64_t)cs->timeout_ms * 1000000) {
+			r = send_timeout(cs);
+			break;
+		}
+		until = last + (uint64_t)cs->timeout_ms * 1000000;
+		if (cs->wake_ns && cs->wake_ns < until)
+			until = cs->wake_ns;
+		for (i = 0, n = 0; i < cs->n; i++)
+			if (cs->c[i].out)
+				pfd[n++] = (struct pollfd){ .fd = cs->c[i].fd,
+							    .events = POLLOUT };
+		if (until > now) {
+			ts.tv_sec = (until - now) / 1000000000u;
+			ts.tv_nsec = (until - now) % 1000000000u;
+			if (ppoll(pfd, n, &ts, NULL) < 0 && errno != EINTR) {
+				r = mercury_err(errno, "chanset: poll: %s",
+						strerror(errno));
+				break;
+			}
+		}
+		now = mono_ns();
+	}
+	if (wait_from)
+		cs->stats.wait_ns += mono_ns() - wait_from;
+	free(pfd);
+	return r;
 }
 
 MERCURY_API int mercury_chanset_send(struct mercury_chanset *cs,
 				     uint32_t tensor_id, unsigned int tag,
 				     const void *buf, uint64_t len)
 {
-	unsigned char hdr[MERCURY_FRAME_HDR_LEN];
-	struct mercury_frame f = {
-		.tensor_id = tensor_id,
-		.tag = tag,
-		.total_len = len,
-	};
-	struct mercury_tagger_stats ts;
-	struct iovec iov[2];
-	struct chan *c;
+	MERCURY_OPTS(mercury_tx_frame, f, .tensor_id = tensor_id, .tag = tag,
+		     .total_len = len, .order = mercury_urgency_key(tag));
 	uint64_t off = 0;
-	bool inv;
-	int i, err;
+	int err;
 
 	if (!cs || (!buf && len))
 		return mercury_err(EINVAL, "chanset send: NULL argument");
 	if (tag > MERCURY_MAX_TAG)
 		return mercury_err(ERANGE, "chanset send: tag %u above %u", tag,
 				   MERCURY_MAX_TAG);
+	cs->batch = cs->seq + 1;	/* unique: above every seq so far */
+	cs->batch_left = 0;
+	cs->batch_started = 0;
 	do {
 		f.offset = off;
 		f.chunk_len = len - off < cs->chunk ? len - off : cs->chunk;
-		i = pick_wait(cs, tag, &inv);
-		if (i < 0)
-			return i;
-		c = &cs->c[i];
-		if (cs->tagger) {
-			err = mercury_tag_socket(cs->tagger, c->fd, tag);
-			if (err)
-				return err;
+		f.data = (const char *)buf + off;
+		err = queue_frame(cs, &f, cs->batch);
+		if (err) {
+			cancel_batch(cs);
+			return err;
 		}
-		c->cur_tag = tag;
-		mercury_frame_encode(&f, hdr, sizeof(hdr));
-		iov[0] = (struct iovec){ hdr, sizeof(hdr) };
-		iov[1] = (struct iovec){ (char *)buf + off, f.chunk_len };
-		err = write_all(c->fd, iov, f.chunk_len ? 2 : 1, cs->timeout_ms);
-		if (err)
-			return err;
-		err = chan_push(c, tag, sizeof(hdr) + f.chunk_len);
-		if (err)
-			return err;
-		cs->stats.chunks++;
-		cs->stats.bytes += f.chunk_len;
-		cs->stats.inversions += inv;
+		cs->batch_left++;
 		off += f.chunk_len;
 	} while (off < len);
-	if (cs->tagger) {
-		mercury_tagger_get_stats(cs->tagger, &ts, sizeof(ts));
-		cs->stats.tag_syscalls = ts.syscalls;
+	err = send_drive(cs);
+	if (err) {
+		cancel_batch(cs);
+		return mercury_ret(err);
 	}
+	cs->batch = 0;
 	return 0;
 }
 

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <limits.h>
+#include <sys/socket.h>
 
 #include "internal.h"
 
@@ -53,9 +55,12 @@ struct pending {
 struct rx_conn {
 	unsigned char hdr[MERCURY_FRAME_HDR_LEN];
 	size_t hdr_got;			/* header bytes read so far */
+	struct mercury_frame f;		/* the frame being received */
 	struct pending *cur;		/* tensor the payload goes to */
+	unsigned char *dst;		/* dest mode: the caller's place for it */
 	uint64_t off;			/* next payload byte's tensor offset */
 	uint64_t left;			/* payload bytes still to come */
+	uint64_t bytes, frames;		/* for mercury_rx_conn_stats() */
 	int fd;
 	bool closed;
 };
@@ -73,6 +78,12 @@ struct mercury_rx {
 	size_t max_pending;
 	size_t rr;			/* rx_poll serves from here next time */
 	unsigned char *rbuf;		/* READ_BUF bytes */
+	/* dest mode: the caller's buffers, see mercury_rx_opts */
+	int (*dest)(void *ctx, size_t conn, const struct mercury_frame *f,
+		    void **dst);
+	int (*frame_done)(void *ctx, size_t conn, const struct mercury_frame *f,
+			  void *data, bool tensor_done);
+	void *ctx;
 };
 
 MERCURY_API int mercury_rx_new(const struct mercury_rx_opts *opts,
@@ -99,6 +110,9 @@ MERCURY_API int mercury_rx_new(const struct mercury_rx_opts *opts,
 	rx->max_pending = OPTS_GET(opts, max_pending, 0);
 	if (!rx->max_pending)
 		rx->max_pending = DEFAULT_MAX_PENDING;
+	rx->dest = OPTS_GET(opts, dest, NULL);
+	rx->frame_done = OPTS_GET(opts, frame_done, NULL);
+	rx->ctx = OPTS_GET(opts, ctx, NULL);
 	*out = rx;
 	return 0;
 }
@@ -188,7 +202,7 @@ static int pend_get(struct mercury_rx *rx, const struct mercury_frame *f,
 	if (rx->npend >= rx->max_pending)
 		return mercury_err(ENOBUFS, "rx: %zu tensors already in progress",
 				   rx->npend);
-	if (f->total_len > rx->max_bytes - rx->held)
+	if (!rx->dest && f->total_len > rx->max_bytes - rx->held)
 		return mercury_err(ENOBUFS,
 				   "rx: tensor %u (%llu bytes) would exceed the budget of %llu bytes held (%llu held)",
 				   f->tensor_id, (unsigned long long)f->total_len,
@@ -205,7 +219,8 @@ static int pend_get(struct mercury_rx *rx, const struct mercury_frame *f,
 	}
 	p = calloc(1, sizeof(*p));
 	/* malloc(0) may return NULL: keep one byte for empty tensors. */
-	if (!p || !(p->data = malloc(f->total_len ? f->total_len : 1))) {
+	if (!p || (!rx->dest &&
+		   !(p->data = malloc(f->total_len ? f->total_len : 1)))) {
 		free(p);
 		return mercury_err(ENOMEM, "rx: no memory for tensor %u (%llu bytes)",
 				   f->tensor_id, (unsigned long long)f->total_len);
@@ -213,7 +228,8 @@ static int pend_get(struct mercury_rx *rx, const struct mercury_frame *f,
 	p->id = f->tensor_id;
 	p->tag = f->tag;
 	p->total = f->total_len;
-	rx->held += p->total;
+	if (!rx->dest)
+		rx->held += p->total;
 	rx->pend[rx->npend++] = p;
 	*out = p;
 	return 0;
@@ -283,6 +299,8 @@ static int pend_account(struct mercury_rx *rx, struct pending *p, uint64_t n)
 	p->got += n;
 	if (p->got < p->total)
 		return 0;
+	if (rx->dest)			/* the caller's tensor: nothing to hold */
+		goto forget;
 	if (rx->done_cnt == rx->done_cap) {
 		size_t cap = rx->done_cap ? 2 * rx->done_cap : 16;
 
@@ -302,6 +320,7 @@ static int pend_account(struct mercury_rx *rx, struct pending *p, uint64_t n)
 			.data = p->data,
 		};
 	rx->done_cnt++;
+forget:
 	pend_find(rx, p->id, &i);
 	rx->pend[i] = rx->pend[--rx->npend];
 	free(p->spans);
@@ -309,18 +328,111 @@ static int pend_account(struct mercury_rx *rx, struct pending *p, uint64_t n)
 	return 1;
 }
 
+/*
+ * A frame's payload is in (n = its last bytes, already stored): account
+ * them, tell the caller. Tensors (copy mode) or frames (dest mode)
+ * completed, or a negative errno; *stop: frame_done() asked to stop.
+ */
+static int rx_frame_end(struct mercury_rx *rx, size_t conn, uint64_t n,
+			bool *stop)
+{
+	struct rx_conn *c = &rx->conns[conn];
+	int done, r;
+
+	done = pend_account(rx, c->cur, n);
+	c->cur = NULL;
+	if (done < 0)
+		return done;
+	c->frames++;
+	if (!rx->dest)
+		return done;
+	if (rx->frame_done) {
+		r = rx->frame_done(rx->ctx, conn, &c->f, c->dst, done);
+		if (r < 0)
+			return mercury_err(-r,
+					   "rx: connection %zu: tensor %u: the caller refused the frame at offset %llu: %s",
+					   conn, c->f.tensor_id,
+					   (unsigned long long)c->f.offset,
+					   strerror(-r));
+		*stop = r > 0;
+	}
+	return 1;
+}
+
+/* The header in c->hdr is complete: check it, find the payload's place. */
+static int rx_header(struct mercury_rx *rx, size_t conn, bool *stop)
+{
+	struct rx_conn *c = &rx->conns[conn];
+	void *dst = NULL;
+	int err;
+
+	c->hdr_got = 0;
+	err = mercury_frame_decode(c->hdr, sizeof(c->hdr), &c->f);
+	if (err < 0)
+		return err;
+	err = pend_get(rx, &c->f, &c->cur);
+	if (err)
+		return err;
+	err = span_claim(c->cur, c->f.offset, c->f.offset + c->f.chunk_len);
+	if (err) {
+		c->cur = NULL;
+		return err;
+	}
+	c->dst = NULL;
+	if (rx->dest) {
+		err = rx->dest(rx->ctx, conn, &c->f, &dst);
+		if (!err && !dst && c->f.chunk_len)
+			err = -EFAULT;
+		if (err < 0) {
+			c->cur = NULL;
+			return mercury_err(-err,
+					   "rx: connection %zu: tensor %u: no destination for %u bytes at offset %llu: %s",
+					   conn, c->f.tensor_id, c->f.chunk_len,
+					   (unsigned long long)c->f.offset,
+					   strerror(-err));
+		}
+		c->dst = dst;
+	}
+	c->off = c->f.offset;
+	c->left = c->f.chunk_len;
+	/* Only an empty tensor has an empty chunk. */
+	return c->left ? 0 : rx_frame_end(rx, conn, 0, stop);
+}
+
+/* Where the next payload byte of connection c goes. */
+static unsigned char *rx_target(const struct rx_conn *c)
+{
+	return c->dst ? c->dst + (c->off - c->f.offset) : c->cur->data + c->off;
+}
+
+/* n payload bytes were stored at rx_target(c). */
+static int rx_payload(struct mercury_rx *rx, size_t conn, uint64_t n,
+		      bool *stop)
+{
+	struct rx_conn *c = &rx->conns[conn];
+
+	c->off += n;
+	c->left -= n;
+	if (c->left)
+		return pend_account(rx, c->cur, n);
+	/* Completion frees the tensor: only possible once c->left == 0. */
+	return rx_frame_end(rx, conn, n, stop);
+}
+
 MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
 				const void *buf, size_t len)
 {
 	const unsigned char *b = buf;
-	struct mercury_frame f;
 	struct rx_conn *c;
-	int done = 0, err;
+	bool stop = false;
+	int done = 0, r;
 	size_t n;
 
 	if (!rx || conn >= rx->nconns || (!buf && len))
 		return mercury_err(EINVAL, "rx feed: bad argument");
 	c = &rx->conns[conn];
+	c->bytes += len;
+	/* a stop matters to read(): the bytes here are already taken */
 	while (len) {
 		if (!c->cur) {
 			n = MERCURY_FRAME_HDR_LEN - c->hdr_got;
@@ -331,50 +443,81 @@ MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
 			len -= n;
 			if (c->hdr_got < MERCURY_FRAME_HDR_LEN)
 				break;
-			c->hdr_got = 0;
-			err = mercury_frame_decode(c->hdr, sizeof(c->hdr), &f);
-			if (err < 0)
-				return err;
-			err = pend_get(rx, &f, &c->cur);
-			if (err)
-				return err;
-			err = span_claim(c->cur, f.offset,
-					 f.offset + f.chunk_len);
-			if (err) {
-				c->cur = NULL;
-				return err;
-			}
-			c->off = f.offset;
-			c->left = f.chunk_len;
-			if (!f.chunk_len) {
-				/* Only an empty tensor has an empty chunk. */
-				err = pend_account(rx, c->cur, 0);
-				c->cur = NULL;
-				if (err < 0)
-					return err;
-				done += err;
-			}
-			continue;
+			r = rx_header(rx, conn, &stop);
+		} else {
+			n = c->left < len ? c->left : len;
+			memcpy(rx_target(c), b, n);
+			b += n;
+			len -= n;
+			r = rx_payload(rx, conn, n, &stop);
 		}
-		n = c->left < len ? c->left : len;
-		memcpy(c->cur->data + c->off, b, n);
-		c->off += n;
-		c->left -= n;
-		b += n;
-		len -= n;
-		/* Completion frees the tensor: only possible once c->left == 0. */
-		err = pend_account(rx, c->cur, n);
-		if (!c->left)
-			c->cur = NULL;
-		if (err < 0)
-			return err;
-		done += err;
+		if (r < 0)
+			return r;
+		done += r;
+	}
+	return done;
+}
+
+/* dest mode: bounded, so one busy peer cannot starve the others */
+#define DIRECT_READS	64
+
+/*
+ * dest mode: read the header, then the payload into its destination,
+ * each no further than its end, so no byte is copied or read ahead.
+ * Frames completed or a negative errno; *eof: the peer closed; *none:
+ * nothing was there.
+ */
+static int rx_read_direct(struct mercury_rx *rx, size_t conn, bool *eof,
+			  bool *none)
+{
+	struct rx_conn *c = &rx->conns[conn];
+	int reads, done = 0, r;
+	bool stop = false;
+	size_t want;
+	ssize_t n;
+
+	*eof = false;
+	*none = true;
+	for (reads = 0; reads < DIRECT_READS && !stop; reads++) {
+		if (!c->cur) {
+			n = recv(c->fd, c->hdr + c->hdr_got,
+				 MERCURY_FRAME_HDR_LEN - c->hdr_got, MSG_DONTWAIT);
+		} else {
+			want = c->left < SSIZE_MAX ? c->left : SSIZE_MAX;
+			n = recv(c->fd, rx_target(c), want, MSG_DONTWAIT);
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
+					   strerror(errno));
+		}
+		if (!n) {
+			*eof = true;
+			break;
+		}
+		*none = false;
+		c->bytes += n;
+		if (!c->cur) {
+			c->hdr_got += n;
+			if (c->hdr_got < MERCURY_FRAME_HDR_LEN)
+				continue;
+			r = rx_header(rx, conn, &stop);
+		} else {
+			r = rx_payload(rx, conn, n, &stop);
+		}
+		if (r < 0)
+			return r;
+		done += r;
 	}
 	return done;
 }
 
 MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 {
+	bool eof = false, none;
 	struct rx_conn *c;
 	ssize_t r;
 
@@ -383,27 +526,50 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 	c = &rx->conns[conn];
 	if (c->closed)
 		return mercury_err(ENOTCONN, "rx: connection %zu closed", conn);
-	do
-		r = read(c->fd, rx->rbuf, READ_BUF);
-	while (r < 0 && errno == EINTR);
-	if (r < 0) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return mercury_quiet(EAGAIN, "rx: connection %zu has no bytes yet",
-					     conn);
-		return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
-				   strerror(errno));
+	if (rx->dest) {
+		r = rx_read_direct(rx, conn, &eof, &none);
+		if (r < 0 || (!eof && !none))
+			return r;
+	} else {
+		do
+			r = read(c->fd, rx->rbuf, READ_BUF);
+		while (r < 0 && errno == EINTR);
+		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
+					   strerror(errno));
+		if (r > 0)
+			return mercury_rx_feed(rx, conn, rx->rbuf, r);
+		eof = !r;
 	}
-	if (!r) {
-		c->closed = true;
-		if (c->cur || c->hdr_got)
-			return mercury_err(ECONNRESET,
-					   "rx: connection %zu closed inside a frame",
-					   conn);
-		return mercury_quiet(ENOTCONN,
-				     "rx: connection %zu closed by the peer between frames",
+	if (!eof)
+		return mercury_quiet(EAGAIN, "rx: connection %zu has no bytes yet",
 				     conn);
-	}
-	return mercury_rx_feed(rx, conn, rx->rbuf, r);
+	c->closed = true;
+	if (c->cur || c->hdr_got)
+		return mercury_err(ECONNRESET,
+				   "rx: connection %zu closed inside a frame",
+				   conn);
+	return mercury_quiet(ENOTCONN,
+			     "rx: connection %zu closed by the peer between frames",
+			     conn);
+}
+
+MERCURY_API int mercury_rx_conn_stats(const struct mercury_rx *rx, size_t conn,
+				      struct mercury_rx_conn_stats *st,
+				      size_t sz)
+{
+	struct mercury_rx_conn_stats s;
+
+	if (!rx || conn >= rx->nconns || !st)
+		return mercury_err(EINVAL, "rx stats: bad argument");
+	s = (struct mercury_rx_conn_stats){
+		.bytes = rx->conns[conn].bytes,
+		.frames = rx->conns[conn].frames,
+		.closed = rx->conns[conn].closed,
+	};
+	memset(st, 0, sz);
+	memcpy(st, &s, sz < sizeof(s) ? sz : sizeof(s));
+	return 0;
 }
 
 MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -76,6 +78,29 @@ static inline uint64_t rnd(uint64_t *s)
 	*s ^= *s >> 7;
 	*s ^= *s << 17;
 	return *s;
+}
+
+/*
+ * Run fn in a child with SIGPIPE at its default action and a 20 s alarm:
+ * a library call that raises SIGPIPE or never returns kills the child, and
+ * the test sees a signal instead of exit code 0.
+ */
+static inline void in_child(int (*fn)(void), const char *what)
+{
+	pid_t pid = fork();
+	int st;
+
+	assert_true(pid >= 0);
+	if (!pid) {
+		signal(SIGPIPE, SIG_DFL);
+		alarm(20);
+		_exit(fn());
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fail_msg("%s: child %s %d", what,
+			 WIFSIGNALED(st) ? "killed by signal" : "exited",
+			 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
 
 static inline void skipped_test(void **state)

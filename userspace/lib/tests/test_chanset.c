@@ -801,29 +801,6 @@ static void test_send_manual_eagain(void **state)
 	}
 }
 
-/*
- * Run fn in a child with SIGPIPE at its default action and a 20 s alarm:
- * a library call that raises SIGPIPE or never returns kills the child, and
- * the test sees a signal instead of exit code 0.
- */
-static void in_child(int (*fn)(void), const char *what)
-{
-	pid_t pid = fork();
-	int st;
-
-	assert_true(pid >= 0);
-	if (!pid) {
-		signal(SIGPIPE, SIG_DFL);
-		alarm(20);
-		_exit(fn());
-	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		fail_msg("%s: child %s %d", what,
-			 WIFSIGNALED(st) ? "killed by signal" : "exited",
-			 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-}
-
 /* A connection whose peer never reads: small window, large send buffer. */
 static void stalled_pair(int c[2], int sndbuf)
 {

@@ -300,266 +300,24 @@ static void test_expected_values(void **state)
 static void test_heap_order(void **state)
 {
 	struct ps_heap h = { 0 };
-	struct ps_out o[200], *p;
+	struct ps_part o = { 0 };
 	uint64_t last = 0;
 	int i;
 
 	(void)state;
 	srand(7);
 	for (i = 0; i < 200; i++) {
-		o[i].key = (uint64_t)(rand() % 50) << 40 | i;
-		assert_int_equal(ps_heap_push(&h, &o[i]), 0);
+		o.key = (uint64_t)(rand() % 50) << 40 | i;
+		assert_int_equal(ps_heap_push(&h, &o), 0);
 	}
 	for (i = 0; i < 200; i++) {
-		p = ps_heap_pop(&h);
-		assert_non_null(p);
-		assert_true(p->key >= last);
-		last = p->key;
+		assert_non_null(ps_heap_top(&h));
+		assert_true(ps_heap_top(&h)->key >= last);
+		last = ps_heap_top(&h)->key;
+		ps_heap_pop(&h);
 	}
-	assert_null(ps_heap_pop(&h));
-	free(h.v);
-}
-
-/* Receiver side of test_partial_io: everything into one buffer. */
-struct rxbuf {
-	uint8_t *buf;
-	int frames;
-};
-
-static int rx_dest(void *ctx, struct ps_conn *c)
-{
-	struct rxbuf *r = ctx;
-
-	c->dst = r->buf + c->fr.offset;
-	return 0;
-}
-
-static int rx_done(void *ctx, struct ps_conn *c)
-{
-	struct rxbuf *r = ctx;
-
-	(void)c;
-	r->frames++;
-	return 0;
-}
-
-static void test_partial_io(void **state)
-{
-	const uint32_t len = 300000, chunk = 70001;
-	uint8_t *src = malloc(len), *dst = calloc(1, len);
-	struct ps_conn tx = { 0 }, rx = { 0 };
-	struct rxbuf r = { .buf = dst };
-	int sv[2], small = 1024, rounds = 0, nframes = 0, partial = 0;
-	uint32_t off, i;
-
-	(void)state;
-	assert_non_null(src);
-	assert_non_null(dst);
-	for (i = 0; i < len; i++)
-		src[i] = (uint8_t)(i * 31 + 7);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
-	assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
-	assert_int_equal(ps_set_nonblock(sv[0]), 0);
-	assert_int_equal(ps_set_nonblock(sv[1]), 0);
-	tx.fd = sv[0];
-	rx.fd = sv[1];
-	for (off = 0; off < len; off += chunk) {
-		uint32_t n = len - off < chunk ? len - off : chunk;
-
-		ps_conn_queue(&tx, ps_out_new(1, 3, len, off, src + off, n));
-		nframes++;
-	}
-	while (tx.head || r.frames < nframes) {
-		assert_true(ps_conn_flush(&tx) >= 0);
-		if (tx.head && tx.head->sent)
-			partial++;
-		assert_true(ps_conn_read(&rx, rx_dest, rx_done, &r) >= 0);
-		assert_true(++rounds < 1000000);
-	}
-	assert_int_equal(r.frames, nframes);
-	assert_memory_equal(src, dst, len);
-	assert_true(partial > 0);	/* the buffers really were too small */
-	assert_int_equal(tx.bytes_out, len + nframes * MERCURY_FRAME_HDR_LEN);
-	assert_int_equal(rx.bytes_in, tx.bytes_out);
-	/* a peer that closes between frames: EOF */
-	close(sv[0]);
-	assert_int_equal(ps_conn_read(&rx, rx_dest, rx_done, &r), -ENOTCONN);
-	close(sv[1]);
-	/* a peer that closes inside a frame: reset */
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	memset(&rx, 0, sizeof(rx));
-	rx.fd = sv[1];
-	tx = (struct ps_conn){ .fd = sv[0] };
-	ps_conn_queue(&tx, ps_out_new(1, 3, len, 0, src, 1000));
-	assert_true(ps_conn_flush(&tx) > 0);
-	{
-		uint8_t part[MERCURY_FRAME_HDR_LEN + 10];
-
-		assert_int_equal(recv(sv[1], part, sizeof(part), 0), (ssize_t)sizeof(part));
-		/* hand the first bytes back: header and 10 payload bytes */
-		assert_int_equal(ps_set_nonblock(sv[1]), 0);
-		close(sv[0]);
-		r.frames = 0;
-		/* feed what was taken through a fresh pair, then the reset */
-		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-		assert_int_equal(write(sv[0], part, sizeof(part)), (ssize_t)sizeof(part));
-		close(sv[0]);
-		close(rx.fd);
-		rx.fd = sv[1];
-		assert_int_equal(ps_conn_read(&rx, rx_dest, rx_done, &r), -ECONNRESET);
-		assert_int_equal(r.frames, 0);
-	}
-	close(sv[1]);
-	free(src);
-	free(dst);
-}
-
-/*
- * Mercury's sender on AF_UNIX pairs whose peers do not read: everything
- * written stays queued (and, without SIOCOUTQNSD, counts as unsent), so
- * the channel set's view is exact.
- */
-struct sender_fix {
-	int sv[2][2];
-	struct ps_conn conn[2], *cptr[2];
-	struct mercury_chanset *cs;
-	struct ps_msend m;
-	uint8_t payload[1000];
-};
-
-static void sender_setup(struct sender_fix *f, int n, uint64_t cap)
-{
-	unsigned int classes[2];
-	int fds[2], i;
-	MERCURY_OPTS(mercury_chanset_opts, co, .no_tag = true,
-		     .classes = classes);
-
-	memset(f, 0, sizeof(*f));
-	for (i = 0; i < n; i++) {
-		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f->sv[i]), 0);
-		assert_int_equal(ps_set_nonblock(f->sv[i][0]), 0);
-		fds[i] = f->sv[i][0];
-		f->conn[i].fd = f->sv[i][0];
-		f->conn[i].cs_idx = i;
-		f->cptr[i] = &f->conn[i];
-	}
-	ps_mercury_classes(classes, n, n);
-	assert_int_equal(mercury_chanset_new(fds, n, &co, &f->cs), 0);
-	for (i = 0; i < n; i++)
-		f->conn[i].cs = f->cs;
-	ps_msend_init(&f->m, f->cs, f->cptr, cap);
-}
-
-static void sender_push(struct sender_fix *f, unsigned int tag, int k)
-{
-	static uint64_t seq;
-	int i;
-
-	for (i = 0; i < k; i++) {
-		struct ps_out *o = ps_out_new(7, tag, sizeof(f->payload), 0,
-					      f->payload, sizeof(f->payload));
-
-		assert_non_null(o);
-		o->key = (uint64_t)tag << 40 | seq++;
-		assert_int_equal(ps_heap_push(&f->m.heap, o), 0);
-	}
-}
-
-static int readable(int fd)
-{
-	int n = -1;
-
-	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
-	return n;
-}
-
-static void sender_free(struct sender_fix *f, int n)
-{
-	int i;
-
-	ps_heap_free(&f->m.heap);
-	mercury_chanset_free(f->cs);
-	for (i = 0; i < n; i++) {
-		ps_conn_close(&f->conn[i]);
-		close(f->sv[i][1]);
-	}
-}
-
-static void test_sender_cap_and_reuse(void **state)
-{
-	const int fr = MERCURY_FRAME_HDR_LEN + 1000;
-	struct sender_fix f;
-	struct ps_conn *bad = NULL;
-	int64_t now = ps_now_ns();
-	char sink[65536];
-
-	(void)state;
-	sender_setup(&f, 2, 3000);
-	/* tag 2 prefers connection 1 (class 2); three frames reach the
-	 * 3000-byte cap with one pick and one SIOCOUTQ reading */
-	sender_push(&f, 2, 10);
-	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
-	assert_int_equal(readable(f.sv[1][1]), 3 * fr);
-	assert_int_equal(readable(f.sv[0][1]), 0);
-	assert_int_equal(f.m.frames, 3);
-	assert_int_equal(f.m.picks, 1);
-	assert_int_equal(f.m.queries, 1);
-	assert_int_equal(f.m.cap_blocks, 1);
-	assert_true(f.m.wake_ns > now);
-	/* blocked: nothing to do until the wake time or a new top */
-	assert_false(ps_msend_due(&f.m, now));
-	assert_true(ps_msend_due(&f.m, f.m.wake_ns));
-	/* a more urgent frame goes to connection 0 at once: connection 1
-	 * holds unsent tag-2 bytes, which tagging it would re-tag */
-	sender_push(&f, 1, 1);
-	assert_true(ps_msend_due(&f.m, now));
-	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
-	assert_int_equal(readable(f.sv[0][1]), fr);
-	assert_int_equal(readable(f.sv[1][1]), 3 * fr);
-	assert_int_equal(f.m.frames, 4);
-	assert_int_equal(f.m.picks, 3);	/* tag 1, then tag 2 again */
-	assert_int_equal(f.m.cap_blocks, 2);
-	assert_int_equal(f.m.inversions, 0);
-	/* the peer reads: one reading of connection 1, then two frames */
-	assert_int_equal(read(f.sv[1][1], sink, sizeof(sink)), 3 * fr);
-	assert_int_equal(ps_dispatch_mercury(&f.m, f.m.wake_ns, &bad), 0);
-	assert_int_equal(readable(f.sv[1][1]), 3 * fr);
-	assert_int_equal(f.m.picks, 3);
-	assert_int_equal(f.m.queries, 4);
-	assert_int_equal(f.m.frames, 7);
-	assert_int_equal(f.m.heap.n, 4);
-	sender_free(&f, 2);
-}
-
-static void test_sender_never_retags(void **state)
-{
-	const int fr = MERCURY_FRAME_HDR_LEN + 1000;
-	struct sender_fix f;
-	struct ps_conn *bad = NULL;
-	int64_t now = ps_now_ns();
-	char sink[65536];
-
-	(void)state;
-	sender_setup(&f, 1, 1 << 20);
-	sender_push(&f, 3, 1);
-	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
-	assert_int_equal(readable(f.sv[0][1]), fr);
-	/* the only connection holds unsent tag-3 bytes: the tag-1 frame
-	 * waits in the heap (try_pick's -EAGAIN) instead of re-tagging them */
-	sender_push(&f, 1, 1);
-	assert_int_equal(ps_dispatch_mercury(&f.m, now, &bad), 0);
-	assert_int_equal(readable(f.sv[0][1]), fr);
-	assert_int_equal(f.m.eagain_blocks, 1);
-	assert_int_equal(f.m.heap.n, 1);
-	assert_true(f.m.wake_ns > now);
-	/* once they are gone, it goes */
-	assert_int_equal(read(f.sv[0][1], sink, sizeof(sink)), fr);
-	assert_int_equal(ps_dispatch_mercury(&f.m, f.m.wake_ns, &bad), 0);
-	assert_int_equal(readable(f.sv[0][1]), fr);
-	assert_int_equal(f.m.heap.n, 0);
-	assert_int_equal(f.m.wake_ns, 0);
-	sender_free(&f, 1);
+	assert_null(ps_heap_top(&h));
+	ps_heap_free(&h);
 }
 
 int main(void)
@@ -575,10 +333,7 @@ int main(void)
 		cmocka_unit_test(test_hash),
 		cmocka_unit_test(test_expected_values),
 		cmocka_unit_test(test_heap_order),
-		cmocka_unit_test(test_partial_io),
 		cmocka_unit_test(test_classes),
-		cmocka_unit_test(test_sender_cap_and_reuse),
-		cmocka_unit_test(test_sender_never_retags),
 	};
 
 	return cmocka_run_group_tests_name("ps_layout", tests, NULL, NULL);

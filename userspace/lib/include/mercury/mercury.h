@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define MERCURY_VERSION_MAJOR	0
-#define MERCURY_VERSION_MINOR	2
+#define MERCURY_VERSION_MINOR	3
 
 /*
  * Declare and zero an options struct, setting sz and the given fields:
@@ -510,9 +510,17 @@ struct mercury_chanset_opts {
 	 * and for one to become eligible; then -ETIMEDOUT. 0: 60000.
 	 */
 	int timeout_ms;
+	/*
+	 * The sender's in-flight cap (LIBMERCURY_0.3): a frame the set
+	 * places goes to a connection only while that connection holds
+	 * fewer bytes in the kernel (see outq). An urgent frame that finds
+	 * every connection busy then waits behind at most this many bytes.
+	 * 0: no cap (frames go as fast as the sockets take them).
+	 */
+	uint64_t inflight;
 	size_t :0;
 };
-#define mercury_chanset_opts__last_field timeout_ms
+#define mercury_chanset_opts__last_field inflight
 
 struct mercury_chanset;
 
@@ -581,9 +589,78 @@ MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
 				       uint64_t *bytes, unsigned int *worst);
 
 /*
- * Send a whole tensor: split into chunks, each framed, given a connection
- * by mercury_chanset_try_pick(), tagged, and written completely (blocking,
- * or polling on non-blocking sockets). 0 or a negative errno.
+ * The sender (LIBMERCURY_0.3): the one frame writer of Mercury, for event
+ * loops. mercury_chanset_queue() queues a frame and returns at once; the
+ * set keeps frames it places in a priority queue (smallest order first,
+ * ties in queue order) and hands the top one to the connection that
+ * mercury_chanset_try_pick() names for its tag, once that connection has
+ * no frame half written (frames never interleave on a stream) and holds
+ * less than opts.inflight bytes in the kernel. A pinned frame skips the
+ * queue and the cap: it goes to its connection after the frames given to
+ * it before (FIFO: the caller chose the connection). Each frame's socket
+ * is tagged (unless no_tag, or opts.no_tag) right before the frame's
+ * first byte enters it, since the kernel reads the tag when TCP builds
+ * segments, and the set records what the kernel took (as
+ * mercury_chanset_commit()).
+ * Writes never block (MSG_DONTWAIT) nor raise SIGPIPE (MSG_NOSIGNAL), and
+ * a partial write resumes where it stopped.
+ *
+ * The caller drives it: mercury_chanset_progress() whenever a connection
+ * polls writable for mercury_chanset_events(), when mercury_chanset_wake()
+ * is due, and after queueing.
+ */
+struct mercury_tx_frame {
+	size_t sz;			/* sizeof(struct mercury_tx_frame) */
+	uint32_t tensor_id;
+	unsigned int tag;		/* header tag, and the socket's (<= 65535) */
+	uint64_t total_len;		/* bytes of the whole tensor */
+	uint64_t offset;		/* of this chunk in the tensor */
+	/* chunk_len payload bytes; the caller keeps them until written */
+	const void *data;
+	uint32_t chunk_len;
+	uint64_t order;			/* queue position: smaller first */
+	bool pin;			/* go to connection conn, not the pick */
+	size_t conn;
+	/*
+	 * Leave the socket's tag as it is (a hello before any tagged byte);
+	 * the set still counts the bytes as tag's when it picks.
+	 */
+	bool no_tag;
+	size_t :0;
+};
+#define mercury_tx_frame__last_field no_tag
+
+MERCURY_API int mercury_chanset_queue(struct mercury_chanset *cs,
+				      const struct mercury_tx_frame *f);
+/*
+ * Write what may go now: resume half-written frames, then place queued
+ * ones while they may go. now_ns: CLOCK_MONOTONIC nanoseconds, 0 to read
+ * the clock. 1 if bytes were written, 0 if none could be, else a negative
+ * errno (-EPIPE / -ECONNRESET: the peer closed; *failed, if failed is not
+ * NULL, gets the connection whose write failed).
+ */
+MERCURY_API int mercury_chanset_progress(struct mercury_chanset *cs,
+					 uint64_t now_ns, size_t *failed);
+/* POLLOUT if connection i has frame bytes waiting for buffer space, else 0. */
+MERCURY_API int mercury_chanset_events(const struct mercury_chanset *cs,
+				       size_t i);
+/*
+ * When (CLOCK_MONOTONIC ns) queued frames wait for something no poll
+ * event reports: bytes leaving a connection that is at the cap (estimated
+ * from TCP's delivery rate) or unsent bytes of another tag leaving
+ * (retried every millisecond). Call progress then; 0: nothing waits so.
+ */
+MERCURY_API uint64_t mercury_chanset_wake(const struct mercury_chanset *cs);
+/* Frames queued or half written: not yet completely in the kernel. */
+MERCURY_API size_t mercury_chanset_pending(const struct mercury_chanset *cs);
+
+/*
+ * Send a whole tensor and return when it is written: split into chunks of
+ * opts.chunk_size, queued with order = tag (0: last), and the sender
+ * driven (poll()ing the connections) until they are all in the kernel.
+ * 0 or a negative errno; no progress for timeout_ms is -ETIMEDOUT. On an
+ * error the tensor's chunks not yet written are dropped (a connection
+ * where one was half written is unusable afterwards: -EIO).
  *
  * It never re-tags unsent bytes of another tag. When every connection holds
  * some (possible only for the first chunk), it waits in kernel mode until
@@ -608,6 +685,14 @@ struct mercury_chanset_stats {
 	 */
 	uint64_t waits;
 	uint64_t wait_ns;		/* time send() spent in those waits */
+	/* LIBMERCURY_0.3: the sender */
+	uint64_t placed;		/* frames the set chose a connection for */
+	uint64_t picks;			/* try_pick() calls it made */
+	uint64_t queries;		/* SIOCOUTQ readings for the cap */
+	uint64_t cap_blocks;		/* stops: the connection was at the cap */
+	uint64_t eagain_blocks;		/* stops: every connection held unsent
+					 * bytes of another tag */
+	uint64_t wire_bytes;		/* header and payload bytes written */
 };
 MERCURY_API int mercury_chanset_get_stats(const struct mercury_chanset *cs,
 					  struct mercury_chanset_stats *st,
@@ -625,9 +710,29 @@ struct mercury_rx_opts {
 	 * 0: 8 GiB.
 	 */
 	uint64_t max_pending_bytes;
+	/*
+	 * LIBMERCURY_0.3: the caller's destinations. With dest set, payload
+	 * is never copied: once a frame's header has passed the checks
+	 * below, dest() says where its chunk_len bytes go (*dst; ignored for
+	 * an empty chunk), and mercury_rx_read() reads them straight there.
+	 * A negative return refuses the frame: feed/read return it. When
+	 * the payload is in, frame_done() (may be NULL) is told, with
+	 * tensor_done when the tensor's every byte has now arrived; a
+	 * negative return is returned by feed/read; a positive one stops
+	 * mercury_rx_read() right there, the next frame's bytes still in
+	 * the socket, so the caller may act before it is consumed (feed,
+	 * which was given the bytes already, goes on). Tensors are
+	 * the caller's: none is held for mercury_rx_next(), and
+	 * max_pending_bytes counts none of their bytes.
+	 */
+	int (*dest)(void *ctx, size_t conn, const struct mercury_frame *f,
+		    void **dst);
+	int (*frame_done)(void *ctx, size_t conn, const struct mercury_frame *f,
+			  void *data, bool tensor_done);
+	void *ctx;
 	size_t :0;
 };
-#define mercury_rx_opts__last_field max_pending_bytes
+#define mercury_rx_opts__last_field ctx
 
 struct mercury_tensor {
 	uint32_t id;
@@ -654,6 +759,10 @@ MERCURY_API int mercury_rx_feed(struct mercury_rx *rx, size_t conn,
  * One read() on connection conn, then feed. Tensors completed (>= 0);
  * -EAGAIN nothing to read, -ENOTCONN peer closed between frames,
  * -ECONNRESET peer closed inside a frame.
+ *
+ * With opts.dest it reads headers and payloads separately (each payload
+ * into its destination, never a byte of the next frame), up to 64 reads
+ * while bytes keep coming, and returns the frames completed.
  */
 MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn);
 /*
@@ -676,6 +785,16 @@ MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms);
 MERCURY_API int mercury_rx_next(struct mercury_rx *rx,
 				struct mercury_tensor *t);
 MERCURY_API void mercury_tensor_release(struct mercury_tensor *t);
+
+struct mercury_rx_conn_stats {
+	uint64_t bytes;			/* received on the connection */
+	uint64_t frames;		/* frames completed */
+	bool closed;			/* the peer closed it */
+};
+/* LIBMERCURY_0.3: counters of connection conn. */
+MERCURY_API int mercury_rx_conn_stats(const struct mercury_rx *rx, size_t conn,
+				      struct mercury_rx_conn_stats *st,
+				      size_t sz);
 
 #ifdef __cplusplus
 }
