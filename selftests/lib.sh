@@ -184,6 +184,28 @@ wait_backlog_zero() {
 	return 1
 }
 
+# wait_quiet DEV HANDLE [QUIET] [TIMEOUT]: until the qdisc's sent counter
+# has not moved for QUIET seconds (default 3), at most TIMEOUT (default
+# 60): killed TCP traffic leaves orphaned sockets whose FIN and RST
+# retransmissions trickle through for seconds, and a test that counts
+# its own packets must start from a quiescent qdisc.
+wait_quiet() {
+	local i last now still=0
+	last=$(qdisc_stat "$1" "$2" packets)
+	for ((i = 0; i < ${4:-60} * 2; i++)); do
+		sleep 0.5
+		now=$(qdisc_stat "$1" "$2" packets)
+		if [ "$now" = "$last" ]; then
+			still=$((still + 1))
+			[ $still -ge $((${3:-3} * 2)) ] && return 0
+		else
+			still=0
+			last=$now
+		fi
+	done
+	return 1
+}
+
 # The traffic of run_traffic and run_stalled goes from $SEND_NS (default
 # $NS_S) to $DST (default $ADDR_R); RECV_ARGS go to the receiver
 # ("--family 6" with an IPv6 $DST).

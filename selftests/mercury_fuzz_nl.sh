@@ -59,7 +59,8 @@ sed 's/^/# /' /tmp/fuzz-nl-send.log /tmp/fuzz-nl-sink.log
 # Counters are compared before and after the probe: a structural change
 # carries each level's counters to the level of the same tag.
 ktap_check "queue drained after the fuzzing" wait_backlog_zero veth0 10:
-sleep 1		# the last TCP resets and the answers to them
+# the last TCP FINs and resets of the killed traffic, and the answers
+wait_quiet veth0 10: || log "qdisc 10: still sending 60 s after the traffic stopped"
 wait_backlog_zero veth0 10:
 # every option: the fuzzing may have left any of them anywhere in range
 tcs qdisc change dev veth0 parent 1:1 handle 10: mercury levels 128 tag mark shift 0 \
