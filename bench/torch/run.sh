@@ -181,18 +181,24 @@ for m in $MODELS; do
 	done
 done
 
+# net_counters TAG SUFFIX: each namespace's TCP counters, before (net0)
+# and after (net1) a run; report.py diffs them: retransmissions and
+# timeouts say what the queue did to the senders.
+net_counters() {
+	local i
+	for i in 0 1; do
+		ip netns exec "${ns[$i]}" cat /proc/net/snmp /proc/net/netstat \
+			> "$out/runs/$1.r$i.$2"
+	done
+}
+
 # run_ranks SCHEME MODEL TAG: both ranks, each in its namespace.
 nrun=0
 run_ranks() {
 	local i pids=() rc=0 b s
 	eval "b=\$${2}_batch s=\$${2}_size"
 	nrun=$((nrun + 1))
-	# Each namespace's TCP counters around the run (report.py diffs them):
-	# retransmissions and timeouts say what the queue did to the senders.
-	for i in 0 1; do
-		ip netns exec "${ns[$i]}" cat /proc/net/snmp /proc/net/netstat \
-			> "$out/runs/$3.r$i.net0"
-	done
+	net_counters "$3" net0
 	for i in 0 1; do
 		ip netns exec "${ns[$i]}" env MASTER_ADDR=10.77.1.2 MASTER_PORT=$((29500 + nrun)) \
 			RANK=$i WORLD_SIZE=2 GLOO_SOCKET_IFNAME="${tap[$i]}" OMP_NUM_THREADS=1 \
@@ -203,10 +209,7 @@ run_ranks() {
 		pids+=($!)
 	done
 	for i in 0 1; do wait "${pids[$i]}" || rc=1; done
-	for i in 0 1; do
-		ip netns exec "${ns[$i]}" cat /proc/net/snmp /proc/net/netstat \
-			> "$out/runs/$3.r$i.net1"
-	done
+	net_counters "$3" net1
 	return $rc
 }
 
