@@ -260,7 +260,7 @@ static void test_encode(void **state)
 
 static void test_chanset_no_qdisc(void **state)
 {
-	unsigned int classes[1] = { 3 };
+	unsigned int classes[3] = { 3, 3, 3 };	/* one per connection */
 	MERCURY_OPTS(mercury_tag_opts, to, .source = MERCURY_TAG_PRIORITY);
 	MERCURY_OPTS(mercury_chanset_opts, o, .tag_opts = &to,
 		     .classes = classes,
