@@ -165,8 +165,9 @@ static void __printf(2, 3) fit_problem(struct fit *f, const char *fmt, ...)
 	va_list ap;
 	int len;
 
-	len = snprintf(msg, sizeof(msg), "mercury %x: on %s: ",
-		       f->q->handle >> 16, f->q->dev);
+	/* dev may fill its 16 bytes without a NUL */
+	len = snprintf(msg, sizeof(msg), "mercury %x: on %.*s: ",
+		       f->q->handle >> 16, (int)sizeof(f->q->dev), f->q->dev);
 	va_start(ap, fmt);
 	vsnprintf(msg + len, sizeof(msg) - len, fmt, ap);
 	va_end(ap);

@@ -562,7 +562,7 @@ typedef void (*mercury_problem_fn)(const char *msg, void *ctx);
  * the first tag that the two masks cut off, a DSCP tag shifted past the
  * six DSCP bits, tags above the qdisc's levels. Returns the number of
  * problems (0: the tags arrive as sent), -EINVAL for a NULL argument.
- * Pure: no system call, no log.
+ * Pure: no system call, and nothing logged but that -EINVAL.
  */
 MERCURY_API int mercury_qdisc_fit(const struct mercury_qdisc *q,
 				  const struct mercury_plan_info *pi,
