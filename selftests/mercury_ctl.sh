@@ -5,12 +5,15 @@
 # add/change/replace/delete cross-checked with tc -j, its JSON, its
 # Prometheus output checked against tc -s numbers while packets are
 # queued, and its errors (no module, no device, bad option, no
-# permission).
+# permission); then check: a plan against the qdisc (mercuryctl check)
+# and a channel set's tagger at creation (libmercury, same rule).
 #
 #   +------------- ns mrc-s -------------+      +---- ns mrc-r ----+
 #   | dummy0: mercury (provisioning)      |      |                  |
 #   | veth0: tbf 8bit -> mercury (10:)    |------| veth1            |
-#   |   mercury_traffic.py send, SO_MARK  |      |                  |
+#   |   mercury_traffic.py send, SO_MARK  |      |  listener :5500  |
+#   | veth0: mercury 30: tag dscp, and a  |      |                  |
+#   |   channel set to mrc-r (check)      |      |                  |
 #   +-------------------------------------+      +------------------+
 source "$(dirname "$0")/lib.sh"
 CREL=userspace/ctl/mercuryctl
@@ -271,4 +274,89 @@ expect "check: -j lists the problems" 1 '^\{"ok":false,"qdiscs":1,"problems":\["
 expect "check: no mercury qdisc there, exit 1" 1 "no mercury qdisc there on dummy0" \
 	mc check dummy0 handle 30: plan $W/plan8.json
 mc delete dummy0
+
+# check at channel-set creation: libmercury compares a channel set's
+# tagger with the mercury qdisc on the device each connection leaves by
+# (the same rule as mercuryctl check), through the Python binding.
+mc replace veth0 root handle 30: levels 8 tag dscp mask 0x3f
+$IP netns exec $NS_R python3 -S -c 'import socket, time
+s = socket.socket(); s.bind(("0.0.0.0", 5500)); s.listen(64); time.sleep(900)' &
+lpid_r=$!
+$IP netns exec $NS_S python3 -S -c 'import socket, time
+s = socket.socket(); s.bind(("'$ADDR_S'", 5501)); s.listen(64); time.sleep(900)' &
+lpid_s=$!
+for ((i = 0; i < 100; i++)); do
+	$IP netns exec $NS_R ss -Hltn 'sport = :5500' | grep -q . &&
+		$IP netns exec $NS_S ss -Hltn 'sport = :5501' | grep -q . && break
+	sleep 0.2
+done
+MERCURY_LIB=$MERCURY_ROOT/userspace/lib/libmercury.so.0 $IP netns exec $NS_S \
+	python3 -S - "$MERCURY_ROOT" $ADDR_R 5500 $ADDR_S 5501 > $W/qcheck.txt 2>&1 <<'PY'
+import errno, os, socket, sys
+sys.path.insert(0, sys.argv[1] + "/userspace/python")
+import mercury
+host, port, me, myport = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+seen = []
+mercury.set_log(lambda lvl, msg: seen.append((lvl, msg)))
+WARN, INFO = 0, 1
+
+def make(mode, h=host, p=port, **kw):
+    del seen[:]
+    try:
+        mercury.ChannelSet.connect(h, p, 2, qdisc_check=mode, **kw).close()
+        return None
+    except mercury.MercuryError as e:
+        return e
+
+def report(name, ok, detail):
+    print(("ok: " if ok else "FAIL: ") + name + ("" if ok else " " + repr(detail)))
+    print("#   " + repr(detail))
+
+MSG = "mercury 30: on veth0: the channel set tags by mark, the qdisc reads dscp: every packet is untagged there"
+e = make("warn", source="mark", classes=[1, 2])
+w = [m for l, m in seen if l == WARN]
+report("warn: a mark tagger on a dscp qdisc is named at warning level, the set made",
+       e is None and len(w) == 1 and w[0].startswith("chanset: " + MSG), seen)
+e = make("strict", source="mark", classes=[1, 2])
+report("strict: the same is EINVAL naming it, no set made",
+       e is not None and e.errno == errno.EINVAL and MSG in str(e), (e, seen))
+socks = [socket.create_connection((host, port)) for _ in range(2)]
+try:
+    del seen[:]
+    mercury.ChannelSet(socks, source="mark", qdisc_check="strict").close()
+    e = None
+except mercury.MercuryError as x:
+    e = x
+alive = all(os.fstat(s.fileno()) and s.send(b"x") == 1 for s in socks)
+report("strict on the caller's sockets: refused, the sockets left open",
+       e is not None and e.errno == errno.EINVAL and alive, (e, alive))
+for s in socks:
+    s.close()
+e = make("strict", source="dscp", classes=[1, 8])
+report("a dscp tagger within the qdisc's levels: no warning, strict passes",
+       e is None and not [m for l, m in seen if l == WARN], (e, seen))
+e = make("warn", source="dscp", classes=[1, 12])
+w = [m for l, m in seen if l == WARN]
+report("classes above the qdisc's levels are named",
+       e is None and len(w) == 1 and "the channel set uses tags up to 12, the qdisc has 8 levels" in w[0], seen)
+e = make("off", source="mark", classes=[1, 2])
+report("off: no look at the qdisc, no line", e is None and not seen, seen)
+# this namespace's own address is reached by loopback, not veth0
+e = make("strict", h=me, p=myport, source="mark")
+report("a connection leaving by lo (no mercury qdisc): a note, strict passes",
+       e is None and (INFO, "chanset: no mercury qdisc on lo: its tags are not checked (the qdisc may sit on another host or namespace)") in seen
+       and not [m for l, m in seen if l == WARN], (e, seen))
+PY
+kill $lpid_r $lpid_s 2>/dev/null
+wait $lpid_r $lpid_s 2>/dev/null
+sed 's/^/# /' $W/qcheck.txt
+n_ok=0
+while IFS= read -r line; do
+	case $line in
+	"ok: "*) ktap_ok "chanset check: ${line#ok: }"; n_ok=$((n_ok + 1)) ;;
+	"FAIL: "*) ktap_fail "chanset check: ${line#FAIL: }" ;;
+	esac
+done < $W/qcheck.txt
+ktap_check "chanset check: all 7 cases ran" test $n_ok -eq 7
+mc delete veth0
 ktap_finish

@@ -6,78 +6,38 @@
  * levels lands on its least urgent tagged level, a tag the masks cut off
  * becomes another tag, and a tagger writing SO_MARK into a qdisc reading
  * DSCP leaves every packet untagged. Nothing on the wire says so, so this
- * compares the two before traffic does.
+ * compares the two before traffic does, by libmercury's rule
+ * (mercury_qdisc_fit(), which channel sets apply at creation too).
  */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include <mercury/mercury.h>
 
 #include "mctl.h"
 
-/* The plan's tag source is the qdisc's, numbered alike. */
-_Static_assert((int)MERCURY_TAG_MARK == TC_MERCURY_TAG_MARK &&
-	       (int)MERCURY_TAG_PRIORITY == TC_MERCURY_TAG_PRIORITY &&
-	       (int)MERCURY_TAG_DSCP == TC_MERCURY_TAG_DSCP,
-	       "libmercury and the qdisc number tag sources alike");
-
-static void __attribute__((format(printf, 4, 5)))
-mctl_problem(struct mctl_problems *pr, const struct mctl_qdisc *q,
-	     const char *dev, const char *fmt, ...)
+/* libmercury's rule says each problem once; keep the first few. */
+static void mctl_problem(const char *msg, void *ctx)
 {
-	char handle[16];
-	va_list ap;
-	int len;
+	struct mctl_problems *pr = ctx;
 
 	if (pr->n >= MCTL_MAX_PROBLEMS)
 		return;
-	mctl_sprint_handle(handle, sizeof(handle), q->handle);
-	len = snprintf(pr->msg[pr->n], sizeof(pr->msg[0]), "mercury %s on %s: ",
-		       handle, dev);
-	va_start(ap, fmt);
-	vsnprintf(pr->msg[pr->n] + len, sizeof(pr->msg[0]) - len, fmt, ap);
-	va_end(ap);
-	pr->n++;
+	snprintf(pr->msg[pr->n++], sizeof(pr->msg[0]), "%s", msg);
 }
 
 int mctl_check_plan(const struct mctl_qdisc *q, const char *dev,
 		    const struct mercury_plan_info *pi,
 		    struct mctl_problems *pr)
 {
-	const struct mctl_opts *o = &q->opts;
-	unsigned int t, before = pr->n;
+	struct mercury_qdisc mq = {
+		.ifindex	= q->ifindex,
+		.handle		= q->handle,
+		.parent		= q->parent,
+		.opts		= q->opts,
+	};
+	unsigned int before = pr->n;
 
-	if ((unsigned int)pi->source != o->source)
-		mctl_problem(pr, q, dev,
-			     "the plan tags by %s, the qdisc reads %s: every packet is untagged there (tc qdisc change ... tag %s, or a plan with \"tag_source\": \"%s\")",
-			     mctl_source_name(pi->source),
-			     mctl_source_name(o->source),
-			     mctl_source_name(pi->source),
-			     mctl_source_name(o->source));
-	if (pi->shift != o->shift)
-		mctl_problem(pr, q, dev,
-			     "the plan shifts tags by %u bits, the qdisc by %u: tags arrive scaled",
-			     pi->shift, (unsigned int)o->shift);
-	/* The tagger writes (tag & plan mask) << shift; the qdisc reads
-	 * (field >> shift) & its mask: a tag survives if both masks keep it.
-	 */
-	for (t = 1; t <= pi->max_tag; t++) {
-		if ((t & pi->mask & o->mask) != t) {
-			mctl_problem(pr, q, dev,
-				     "tag %u does not survive the masks (plan 0x%x, qdisc 0x%x): it arrives as tag %u",
-				     t, pi->mask, o->mask, t & pi->mask & o->mask);
-			break;
-		}
-	}
-	if (pi->source == MERCURY_TAG_DSCP &&
-	    ((unsigned long)pi->max_tag << pi->shift) > MERCURY_DSCP_MASK)
-		mctl_problem(pr, q, dev,
-			     "tag %u shifted by %u does not fit the six DSCP bits",
-			     pi->max_tag, pi->shift);
-	if (pi->max_tag > o->levels)
-		mctl_problem(pr, q, dev,
-			     "the plan uses tags up to %u, the qdisc has %u levels: tags %u..%u all share level %u (squeeze the plan: mercury-place --levels %u)",
-			     pi->max_tag, o->levels, o->levels, pi->max_tag,
-			     o->levels, o->levels);
+	snprintf(mq.dev, sizeof(mq.dev), "%s", dev);
+	mercury_qdisc_fit(&mq, pi, MERCURY_FIT_PLAN, mctl_problem, pr);
 	return (int)(pr->n - before);
 }

@@ -17,7 +17,8 @@ static const char *mctl_untagged_name(uint8_t v)
 	return v == TC_MERCURY_UNTAGGED_LAST ? "last" : "first";
 }
 
-static void mctl_print_opts_text(FILE *f, const struct mctl_opts *o)
+static void mctl_print_opts_text(FILE *f,
+				 const struct mercury_qdisc_opts *o)
 {
 	char mem[32], quantum[32];
 

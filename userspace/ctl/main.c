@@ -207,7 +207,7 @@ static bool mctl_at(const struct mctl_qdisc *q, uint32_t parent,
 
 /* The mercury qdisc at @parent/@handle on @ifindex, if there is one. */
 static bool mctl_find(struct mctl_nl *nl, int ifindex, uint32_t parent,
-		      uint32_t handle, struct mctl_opts *found)
+		      uint32_t handle, struct mercury_qdisc_opts *found)
 {
 	struct mctl_qdisc *q;
 	bool hit = false;
@@ -228,7 +228,7 @@ static bool mctl_find(struct mctl_nl *nl, int ifindex, uint32_t parent,
 static int mctl_do_modify(int argc, char **argv, enum mctl_op op,
 			  const char *what)
 {
-	struct mctl_opts o, full;
+	struct mercury_qdisc_opts o, full;
 	uint32_t parent, handle;
 	struct mctl_nl *nl;
 	const char *dev = NULL;

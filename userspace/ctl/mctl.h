@@ -4,7 +4,7 @@
  *
  * opts.c    option parsing and checking, as tc spells the options
  * format.c  text, JSON and Prometheus output of struct mctl_qdisc
- * check.c   does a plan fit a qdisc (mercuryctl check)
+ * check.c   does a plan fit a qdisc (mercuryctl check; libmercury's rule)
  * nl.c      everything that talks to the kernel (libnl-route-3)
  * main.c    the command table and error reporting
  *
@@ -20,6 +20,7 @@
 #include <net/if.h>
 
 #include <linux/mercury.h>
+#include <mercury/mercury.h>
 
 /* One bit per option given: (1u << TCA_MERCURY_*). */
 #define MCTL_BIT(attr)	(1u << (attr))
@@ -37,21 +38,11 @@
 #define MCTL_MIN_QUANTUM	256
 #define MCTL_MAX_QUANTUM	(1u << 20)
 
-struct mctl_opts {
-	uint32_t	set;		/* MCTL_BIT() of each option given */
-	uint32_t	levels;		/* tagged levels */
-	uint32_t	mask;		/* tag mask */
-	uint32_t	flows;		/* flow buckets */
-	uint32_t	limit;		/* packets */
-	uint32_t	memory_limit;	/* bytes of truesize */
-	uint32_t	quantum;	/* bytes per round */
-	uint8_t		source;		/* TC_MERCURY_TAG_* */
-	uint8_t		shift;		/* bits */
-	uint8_t		untagged;	/* TC_MERCURY_UNTAGGED_* */
-	uint8_t		share;		/* percent */
-	uint8_t		flow_order;	/* 0 or 1 */
-	uint8_t		bypass;		/* 0 or 1 */
-};
+/*
+ * A qdisc's options are libmercury's struct mercury_qdisc_opts (its
+ * mercury_qdisc_opts_decode() reads them from our dumps): set has
+ * MCTL_BIT() of each option given or reported.
+ */
 
 /* The standard counters of a qdisc or class (tc -s), as libnl parses them. */
 struct mctl_counters {
@@ -73,7 +64,7 @@ struct mctl_qdisc {
 	int		ifindex;
 	uint32_t	handle;
 	uint32_t	parent;		/* TC_H_ROOT for root */
-	struct mctl_opts opts;		/* as the kernel reports them */
+	struct mercury_qdisc_opts opts;	/* as the kernel reports them */
 	struct mctl_counters c;
 	bool		has_xstats;
 	struct tc_mercury_xstats x;
@@ -82,12 +73,14 @@ struct mctl_qdisc {
 };
 
 /* opts.c */
-void mctl_opts_defaults(struct mctl_opts *o);
+void mctl_opts_defaults(struct mercury_qdisc_opts *o);
 int mctl_parse_size(const char *s, uint32_t *out);
-int mctl_parse_opts(int argc, char **argv, struct mctl_opts *o,
+int mctl_parse_opts(int argc, char **argv, struct mercury_qdisc_opts *o,
 		    char *err, size_t errlen);
-void mctl_opts_merge(struct mctl_opts *base, const struct mctl_opts *o);
-int mctl_check_opts(const struct mctl_opts *o, char *err, size_t errlen);
+void mctl_opts_merge(struct mercury_qdisc_opts *base,
+		     const struct mercury_qdisc_opts *o);
+int mctl_check_opts(const struct mercury_qdisc_opts *o, char *err,
+		    size_t errlen);
 void mctl_sprint_size(char *buf, size_t len, uint32_t bytes);
 const char *mctl_source_name(uint8_t v);
 void mctl_sprint_handle(char *buf, size_t len, uint32_t handle);
@@ -109,7 +102,6 @@ struct mctl_problems {
 	unsigned int	n;
 	char		msg[MCTL_MAX_PROBLEMS][320];
 };
-struct mercury_plan_info;
 /* Adds to @pr what keeps @pi's tags from reaching @q's levels as planned;
  * returns how many it added.
  */
@@ -126,7 +118,7 @@ const char *mctl_nl_extack(const struct mctl_nl *nl);
 int mctl_nl_ifindex(struct mctl_nl *nl, const char *dev);
 int mctl_nl_modify(struct mctl_nl *nl, enum mctl_op op, int ifindex,
 		   uint32_t parent, uint32_t handle,
-		   const struct mctl_opts *o);
+		   const struct mercury_qdisc_opts *o);
 int mctl_nl_delete(struct mctl_nl *nl, int ifindex, uint32_t parent,
 		   uint32_t handle);
 int mctl_nl_dump(struct mctl_nl *nl, int ifindex, struct mctl_qdisc **out,

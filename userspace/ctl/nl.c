@@ -6,13 +6,14 @@
  * for registering new ones (struct rtnl_tc_ops) in private headers, so we
  * do not register "mercury" with it. Instead:
  *  - requests are built by rtnl_qdisc_build_add_request() /
- *    rtnl_qdisc_build_delete_request(), and our TCA_OPTIONS nest is
- *    appended with nla_nest_start()/nla_put_*() (with NLA_F_NESTED, which
- *    the kernel requires for mercury);
+ *    rtnl_qdisc_build_delete_request(), and our TCA_OPTIONS nest, laid
+ *    out by libmercury's mercury_qdisc_opts_encode(), is appended with
+ *    nla_put() (with NLA_F_NESTED, which the kernel requires for mercury);
  *  - dumps are requested with nl_send_simple(); each message is handed to
  *    nl_msg_parse() for the standard counters (rtnl_tc_get_stat()) and
- *    parsed with nlmsg_parse()/nla_parse_nested() for our options and
- *    xstats, which libnl would otherwise keep opaque.
+ *    parsed with nlmsg_parse() for our options (decoded by libmercury's
+ *    mercury_qdisc_opts_decode(), the one reader of them) and xstats,
+ *    which libnl would otherwise keep opaque.
  * The kernel's extended ACK message is read in the error callback, so a
  * rejection is reported in the kernel's own words.
  */
@@ -185,38 +186,22 @@ static void mctl_nl_reset(struct mctl_nl *nl)
 	nl->extack[0] = '\0';
 }
 
-static int mctl_put_opts(struct nl_msg *msg, const struct mctl_opts *o)
+/* The options given, as libmercury lays them out, nested (as mercury needs). */
+static int mctl_put_opts(struct nl_msg *msg,
+			 const struct mercury_qdisc_opts *o)
 {
-	struct nlattr *nest;
+	char buf[256];
+	int len;
 
-	nest = nla_nest_start(msg, TCA_OPTIONS | NLA_F_NESTED);
-	if (!nest)
+	len = mercury_qdisc_opts_encode(o, buf, sizeof(buf));
+	if (len < 0)
 		return -NLE_NOMEM;
-#define MCTL_PUT(attr, bits, field) \
-	do { \
-		if ((o->set & MCTL_BIT(attr)) && \
-		    nla_put_u##bits(msg, attr, o->field) < 0) \
-			return -NLE_NOMEM; \
-	} while (0)
-	MCTL_PUT(TCA_MERCURY_LEVELS, 32, levels);
-	MCTL_PUT(TCA_MERCURY_TAG_SOURCE, 8, source);
-	MCTL_PUT(TCA_MERCURY_TAG_SHIFT, 8, shift);
-	MCTL_PUT(TCA_MERCURY_TAG_MASK, 32, mask);
-	MCTL_PUT(TCA_MERCURY_UNTAGGED, 8, untagged);
-	MCTL_PUT(TCA_MERCURY_UNTAGGED_SHARE, 8, share);
-	MCTL_PUT(TCA_MERCURY_FLOW_ORDER, 8, flow_order);
-	MCTL_PUT(TCA_MERCURY_FLOWS, 32, flows);
-	MCTL_PUT(TCA_MERCURY_LIMIT, 32, limit);
-	MCTL_PUT(TCA_MERCURY_MEMORY_LIMIT, 32, memory_limit);
-	MCTL_PUT(TCA_MERCURY_QUANTUM, 32, quantum);
-	MCTL_PUT(TCA_MERCURY_BYPASS, 8, bypass);
-#undef MCTL_PUT
-	return nla_nest_end(msg, nest);
+	return nla_put(msg, TCA_OPTIONS | NLA_F_NESTED, len, buf);
 }
 
 int mctl_nl_modify(struct mctl_nl *nl, enum mctl_op op, int ifindex,
 		   uint32_t parent, uint32_t handle,
-		   const struct mctl_opts *o)
+		   const struct mercury_qdisc_opts *o)
 {
 	/* the flags tc uses for "add", "change" and "replace" */
 	static const int flags[] = {
@@ -314,47 +299,14 @@ static bool mctl_get_app(struct nlattr *stats2, void *buf, size_t size)
 	return true;
 }
 
-static void mctl_get_opts(struct nlattr *opt, struct mctl_opts *o)
+/* The kernel's defaults, then what it reports: libmercury decodes it. */
+static void mctl_get_opts(struct nlattr *opt,
+			  struct mercury_qdisc_opts *o)
 {
-	static struct nla_policy pol[TCA_MERCURY_MAX + 1] = {
-		[TCA_MERCURY_LEVELS]		= { .type = NLA_U32 },
-		[TCA_MERCURY_TAG_SOURCE]	= { .type = NLA_U8 },
-		[TCA_MERCURY_TAG_SHIFT]		= { .type = NLA_U8 },
-		[TCA_MERCURY_TAG_MASK]		= { .type = NLA_U32 },
-		[TCA_MERCURY_UNTAGGED]		= { .type = NLA_U8 },
-		[TCA_MERCURY_UNTAGGED_SHARE]	= { .type = NLA_U8 },
-		[TCA_MERCURY_FLOW_ORDER]	= { .type = NLA_U8 },
-		[TCA_MERCURY_FLOWS]		= { .type = NLA_U32 },
-		[TCA_MERCURY_LIMIT]		= { .type = NLA_U32 },
-		[TCA_MERCURY_MEMORY_LIMIT]	= { .type = NLA_U32 },
-		[TCA_MERCURY_QUANTUM]		= { .type = NLA_U32 },
-		[TCA_MERCURY_BYPASS]		= { .type = NLA_U8 },
-	};
-	struct nlattr *tb[TCA_MERCURY_MAX + 1];
-
 	mctl_opts_defaults(o);
-	if (!opt || nla_parse_nested(tb, TCA_MERCURY_MAX, opt, pol) < 0)
-		return;
-#define MCTL_GET(attr, bits, field) \
-	do { \
-		if (tb[attr]) { \
-			o->field = nla_get_u##bits(tb[attr]); \
-			o->set |= MCTL_BIT(attr); \
-		} \
-	} while (0)
-	MCTL_GET(TCA_MERCURY_LEVELS, 32, levels);
-	MCTL_GET(TCA_MERCURY_TAG_SOURCE, 8, source);
-	MCTL_GET(TCA_MERCURY_TAG_SHIFT, 8, shift);
-	MCTL_GET(TCA_MERCURY_TAG_MASK, 32, mask);
-	MCTL_GET(TCA_MERCURY_UNTAGGED, 8, untagged);
-	MCTL_GET(TCA_MERCURY_UNTAGGED_SHARE, 8, share);
-	MCTL_GET(TCA_MERCURY_FLOW_ORDER, 8, flow_order);
-	MCTL_GET(TCA_MERCURY_FLOWS, 32, flows);
-	MCTL_GET(TCA_MERCURY_LIMIT, 32, limit);
-	MCTL_GET(TCA_MERCURY_MEMORY_LIMIT, 32, memory_limit);
-	MCTL_GET(TCA_MERCURY_QUANTUM, 32, quantum);
-	MCTL_GET(TCA_MERCURY_BYPASS, 8, bypass);
-#undef MCTL_GET
+	if (opt)
+		mercury_qdisc_opts_decode(nla_data(opt), nla_len(opt), o,
+					  sizeof(*o));
 }
 
 /* Common part of both dumps: ours? then the counters. */

@@ -15,7 +15,7 @@
 
 #include "mctl.h"
 
-void mctl_opts_defaults(struct mctl_opts *o)
+void mctl_opts_defaults(struct mercury_qdisc_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->levels = MCTL_DEF_LEVELS;
@@ -112,7 +112,7 @@ static int mctl_parse_choice(const char *s, const char *w0, const char *w1,
 	return 0;
 }
 
-int mctl_parse_opts(int argc, char **argv, struct mctl_opts *o,
+int mctl_parse_opts(int argc, char **argv, struct mercury_qdisc_opts *o,
 		    char *err, size_t errlen)
 {
 	const char *name, *val;
@@ -226,7 +226,8 @@ bad_range:
 }
 
 /* Copy the options set in @o over @base (what the kernel does in change). */
-void mctl_opts_merge(struct mctl_opts *base, const struct mctl_opts *o)
+void mctl_opts_merge(struct mercury_qdisc_opts *base,
+		     const struct mercury_qdisc_opts *o)
 {
 #define MCTL_TAKE(attr, field) \
 	do { if (o->set & MCTL_BIT(attr)) base->field = o->field; } while (0)
@@ -247,7 +248,8 @@ void mctl_opts_merge(struct mctl_opts *base, const struct mctl_opts *o)
 }
 
 /* The kernel's checks across options, on a complete configuration. */
-int mctl_check_opts(const struct mctl_opts *o, char *err, size_t errlen)
+int mctl_check_opts(const struct mercury_qdisc_opts *o, char *err,
+		    size_t errlen)
 {
 	if (o->levels > o->mask)
 		return mctl_err(err, errlen,

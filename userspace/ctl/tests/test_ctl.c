@@ -37,7 +37,7 @@ static void test_parse_every_option(void **state)
 			 "untagged_share", "15", "flow_order", "off",
 			 "flows", "2048", "limit", "777", "memory_limit", "4Mb",
 			 "quantum", "9000", "bypass", "off" };
-	struct mctl_opts o;
+	struct mercury_qdisc_opts o;
 	char err[128] = "";
 
 	(void)state;
@@ -60,7 +60,7 @@ static void test_parse_every_option(void **state)
 static void test_parse_only_given(void **state)
 {
 	char *argv[] = { "limit", "42" };
-	struct mctl_opts o;
+	struct mercury_qdisc_opts o;
 	char err[128];
 
 	(void)state;
@@ -101,7 +101,7 @@ static void test_parse_bad_values(void **state)
 		{ "quantum", "255", "quantum must be 256..1048576 bytes, not '255'" },
 		{ "quantum", "1048577", "quantum must be 256..1048576 bytes, not '1048577'" },
 	};
-	struct mctl_opts o;
+	struct mercury_qdisc_opts o;
 	char err[160];
 	size_t i;
 
@@ -120,7 +120,7 @@ static void test_parse_structure_errors(void **state)
 {
 	char *unknown[] = { "bogus", "1" };
 	char *missing[] = { "limit", "5", "levels" };
-	struct mctl_opts o;
+	struct mercury_qdisc_opts o;
 	char err[128];
 
 	(void)state;
@@ -214,7 +214,7 @@ static void test_merge_and_check(void **state)
 	char *argv[] = { "levels", "300", "mask", "0xff" };
 	char *share[] = { "untagged_share", "10" };
 	char *fix[] = { "untagged", "last" };
-	struct mctl_opts base, o;
+	struct mercury_qdisc_opts base, o;
 	char err[160];
 
 	(void)state;
@@ -363,7 +363,7 @@ static void test_text(void **state)
 static void test_text_round_trip(void **state)
 {
 	char *argv[32], *line, *out, *tok, *save = NULL;
-	struct mctl_opts o, again;
+	struct mercury_qdisc_opts o, again;
 	struct mctl_qdisc q;
 	char err[128];
 	int argc = 0;
@@ -401,7 +401,7 @@ static void test_tag_sources(void **state)
 	struct json_object *j, *opt, *v;
 	struct mctl_qdisc q;
 	char want[64], *out;
-	struct mctl_opts o;
+	struct mercury_qdisc_opts o;
 	char err[128];
 	size_t i;
 

@@ -103,6 +103,7 @@ struct mercury_chanset {
 	struct mercury_tagger *tagger;	/* NULL with no_tag */
 	enum mercury_outq_mode outq;
 	bool own_fds;
+	enum mercury_qdisc_check qdisc_check;
 	int timeout_ms;			/* every wait's bound */
 	struct mercury_chanset_stats stats;
 	/* the sender: frames the set places, most urgent first */
@@ -203,6 +204,14 @@ static int chanset_alloc(size_t n, const struct mercury_chanset_opts *opts,
 	}
 	cs->outq = outq;
 	cs->own_fds = OPTS_GET(opts, own_fds, false);
+	cs->qdisc_check = OPTS_GET(opts, qdisc_check, MERCURY_QDISC_CHECK_WARN);
+	if (cs->qdisc_check != MERCURY_QDISC_CHECK_WARN &&
+	    cs->qdisc_check != MERCURY_QDISC_CHECK_OFF &&
+	    cs->qdisc_check != MERCURY_QDISC_CHECK_STRICT) {
+		err = cs->qdisc_check;
+		mercury_chanset_free(cs);
+		return mercury_err(EINVAL, "chanset: unknown qdisc_check %d", err);
+	}
 	timeout_ms = OPTS_GET(opts, timeout_ms, 0);
 	if (timeout_ms < 0) {
 		mercury_chanset_free(cs);
@@ -222,6 +231,28 @@ static int chanset_alloc(size_t n, const struct mercury_chanset_opts *opts,
 	}
 	*out = cs;
 	return 0;
+}
+
+/*
+ * Does the tagger fit the qdiscs the connections feed? Checked once, at
+ * creation: the set knows its tagger and classes (the tags it will send)
+ * only here, and a mismatch found before the first byte is worth more
+ * than silently untagged traffic (see qdisc.c). Without classes the tags
+ * are unknown: only the source and the shift are compared.
+ */
+static int chanset_check(const struct mercury_chanset *cs, const int *fds)
+{
+	struct mercury_plan_info pi = { 0 };
+	size_t i;
+
+	if (!cs->tagger || cs->qdisc_check == MERCURY_QDISC_CHECK_OFF)
+		return 0;
+	mercury_tagger_plan_info(cs->tagger, &pi);
+	for (i = 0; i < cs->n; i++)
+		if (cs->c[i].class != ~0u && cs->c[i].class > pi.max_tag)
+			pi.max_tag = cs->c[i].class;
+	pi.levels = pi.max_tag;
+	return mercury_chanset_check_qdiscs(fds, cs->n, &pi, cs->qdisc_check);
 }
 
 MERCURY_API int mercury_chanset_new(const int *fds, size_t n,
@@ -246,6 +277,13 @@ MERCURY_API int mercury_chanset_new(const int *fds, size_t n,
 					   fds[i]);
 		}
 		cs->c[i].fd = fds[i];
+	}
+	err = chanset_check(cs, fds);
+	if (err) {
+		/* the caller's fds stay open, as on any failure */
+		cs->own_fds = false;
+		mercury_chanset_free(cs);
+		return err;
 	}
 	*out = cs;
 	return 0;
@@ -324,8 +362,8 @@ MERCURY_API int mercury_chanset_connect(const char *host, const char *port,
 					struct mercury_chanset **out)
 {
 	struct mercury_chanset *cs;
+	int err, fd, *fds;
 	size_t i;
-	int err, fd;
 
 	if (!out || !host || !port)
 		return mercury_err(EINVAL, "chanset: NULL argument");
@@ -334,13 +372,26 @@ MERCURY_API int mercury_chanset_connect(const char *host, const char *port,
 	if (err)
 		return err;
 	cs->own_fds = true;
+	fds = calloc(n, sizeof(*fds));
+	if (!fds) {
+		mercury_chanset_free(cs);
+		return mercury_err(ENOMEM, "chanset: out of memory");
+	}
 	for (i = 0; i < n; i++) {
 		fd = tcp_connect(host, port, cs->timeout_ms);
 		if (fd < 0) {
+			free(fds);
 			mercury_chanset_free(cs);
 			return mercury_ret(fd);
 		}
 		cs->c[i].fd = fd;
+		fds[i] = fd;
+	}
+	err = chanset_check(cs, fds);
+	free(fds);
+	if (err) {
+		mercury_chanset_free(cs);	/* closes what it opened */
+		return err;
 	}
 	*out = cs;
 	return 0;

@@ -15,6 +15,9 @@
 void mercury_pr(enum mercury_log_level level, const char *fmt, ...)
 	__printf(2, 3);
 
+/* Is a log callback installed (would mercury_pr() say anything)? */
+bool mercury_log_enabled(void);
+
 /*
  * Fail with -err: remember the message for mercury_last_error(), pass it to
  * the log callback, set errno. Returns -err so callers can
@@ -72,6 +75,19 @@ struct json_object;
 /* One JSON value (and nothing after it); messages say "what: line N: ...". */
 int mercury_parse_json(const char *what, const char *buf, size_t len,
 		       struct json_object **out);
+
+/* The settings t writes, as a plan records them (DSCP: the DSCP shift). */
+void mercury_tagger_plan_info(const struct mercury_tagger *t,
+			      struct mercury_plan_info *pi);
+
+/*
+ * qdisc.c: compare pi with the mercury qdiscs on the devices the TCP
+ * sockets among fds leave by (opts.qdisc_check). 0, or in strict mode
+ * -EINVAL naming the first problem.
+ */
+int mercury_chanset_check_qdiscs(const int *fds, size_t n,
+				 const struct mercury_plan_info *pi,
+				 enum mercury_qdisc_check mode);
 
 /* Less urgent is larger; untagged (0) is the least urgent of all. */
 static inline unsigned long long mercury_urgency_key(unsigned int tag)

@@ -46,6 +46,13 @@ static mercury_log_fn log_get(void **ctx)
 	return fn;
 }
 
+bool mercury_log_enabled(void)
+{
+	void *ctx;
+
+	return log_get(&ctx) != NULL;
+}
+
 MERCURY_API const char *mercury_last_error(void)
 {
 	return last_error;

@@ -157,6 +157,16 @@ MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
 	return 0;
 }
 
+void mercury_tagger_plan_info(const struct mercury_tagger *t,
+			      struct mercury_plan_info *pi)
+{
+	pi->source = t->source;
+	pi->shift = t->shift;
+	if (t->source == MERCURY_TAG_DSCP)
+		pi->shift -= DSCP_SHIFT;	/* the qdisc shifts the DSCP value */
+	pi->mask = t->mask;
+}
+
 MERCURY_API void mercury_tagger_free(struct mercury_tagger *t)
 {
 	if (!t)

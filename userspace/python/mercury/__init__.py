@@ -27,6 +27,8 @@ __all__ = [
 ]
 
 TAG_MARK, TAG_PRIORITY, TAG_DSCP = 0, 1, 2
+# enum mercury_qdisc_check by name (ChannelSet's qdisc_check)
+_QDISC_CHECKS = {"warn": 0, "off": 1, "strict": 2}
 OUTQ_KERNEL, OUTQ_MANUAL = 0, 1
 PLAN_PER_TENSOR, PLAN_PER_MODULE = 0, 1
 FRAME_HDR_LEN = 32
@@ -115,7 +117,8 @@ class _ChansetOpts(_c.Structure):
                 ("classes", _c.POINTER(_c.c_uint)),
                 ("chunk_size", _c.c_size_t), ("outq", _c.c_int),
                 ("own_fds", _c.c_bool), ("no_tag", _c.c_bool),
-                ("timeout_ms", _c.c_int)]
+                ("timeout_ms", _c.c_int), ("inflight", _c.c_uint64),
+                ("qdisc_check", _c.c_int)]
 
 
 class _ChansetStats(_c.Structure):
@@ -479,11 +482,19 @@ class ChannelSet:
     Plan.from_profile(path, levels=len(channels)) (at most 6 with
     source="priority"). With more levels than connections, urgent chunks
     find no suitable connection and wait or queue behind less urgent bytes.
+
+    qdisc_check: at creation, compare the tagger (source, shift, mask,
+    classes) with the mercury qdiscs on the devices the connections leave
+    by. "warn" (default) logs each problem through set_log(), "strict"
+    raises MercuryError (EINVAL) naming the first, "off" does not look.
     """
 
     def __init__(self, socks, source="mark", shift=0, mask=0, classes=None,
                  chunk_size=0, outq=OUTQ_KERNEL, no_tag=False, timeout_ms=0,
-                 _handle=None):
+                 qdisc_check="warn", _handle=None):
+        if qdisc_check not in _QDISC_CHECKS:
+            raise ValueError("qdisc_check must be 'warn', 'off' or "
+                             "'strict', not %r" % (qdisc_check,))
         self._socks = list(socks)
         self._topts = _tag_opts(source, shift, mask)
         self._classes = None
@@ -491,7 +502,8 @@ class ChannelSet:
             self._classes = (_c.c_uint * len(classes))(*classes)
         o = _opts(_ChansetOpts, tag_opts=_c.pointer(self._topts),
                   classes=self._classes, chunk_size=chunk_size, outq=outq,
-                  no_tag=no_tag, timeout_ms=timeout_ms)
+                  no_tag=no_tag, timeout_ms=timeout_ms,
+                  qdisc_check=_QDISC_CHECKS[qdisc_check])
         self._cs = _P()
         if _handle is not None:
             host, port, n = _handle

@@ -266,6 +266,32 @@ class TestChannels(unittest.TestCase):
             a.close()
             b.close()
 
+    def test_qdisc_check(self):
+        # No mercury qdisc on loopback: a note, never an error, even in
+        # strict mode; "off" does not look at all.
+        seen = []
+        mercury.set_log(lambda lvl, msg: seen.append((lvl, msg)))
+        c, a = tcp_pair()
+        try:
+            for mode in ("warn", "strict"):
+                del seen[:]
+                cs = mercury.ChannelSet([c], source="priority",
+                                        qdisc_check=mode)
+                cs.close()
+                self.assertIn((1, "chanset: no mercury qdisc on lo: its "
+                               "tags are not checked (the qdisc may sit on "
+                               "another host or namespace)"), seen, mode)
+            del seen[:]
+            mercury.ChannelSet([c], source="priority",
+                               qdisc_check="off").close()
+            self.assertEqual(seen, [])
+        finally:
+            mercury.set_log(None)
+            c.close()
+            a.close()
+        with self.assertRaises(ValueError):
+            mercury.ChannelSet([], qdisc_check="loud")
+
     def test_send_receive(self):
         l = socket.socket()
         l.bind(("127.0.0.1", 0))

@@ -487,6 +487,88 @@ MERCURY_API int mercury_frame_encode(const struct mercury_frame *f, void *buf,
 MERCURY_API int mercury_frame_decode(const void *buf, size_t len,
 				     struct mercury_frame *f);
 
+/* ---- does the tagging fit the qdisc? (LIBMERCURY_0.3) ------------------ */
+
+/*
+ * A plan or a tagger and the mercury qdisc it feeds that disagree fail
+ * silently: a tagger writing SO_MARK into a qdisc reading DSCP leaves
+ * every packet untagged, a tag the masks cut off becomes another tag, a
+ * tag above the qdisc's levels lands on its least urgent tagged level.
+ * The comparison below is the one rule, used by mercury_chanset_new()
+ * (see qdisc_check) and by mercuryctl check.
+ */
+
+/*
+ * A mercury qdisc's options, as the kernel reports them in TCA_OPTIONS
+ * (the attributes of <linux/mercury.h>, numbered and typed alike). set
+ * has bit (1u << TCA_MERCURY_x) of each attribute read.
+ */
+struct mercury_qdisc_opts {
+	uint32_t set;			/* 1u << TCA_MERCURY_* of each read */
+	uint32_t levels;		/* tagged levels: tags 1..levels */
+	uint32_t mask;			/* tag = (field >> shift) & mask */
+	uint32_t flows;			/* flow buckets */
+	uint32_t limit;			/* packets */
+	uint32_t memory_limit;		/* bytes of skb truesize */
+	uint32_t quantum;		/* bytes per round */
+	uint8_t source;			/* enum mercury_tag_source */
+	uint8_t shift;			/* bits */
+	uint8_t untagged;		/* 0 first, 1 last */
+	uint8_t share;			/* untagged share, percent */
+	uint8_t flow_order;		/* 0 or 1 */
+	uint8_t bypass;			/* 0 or 1 */
+};
+
+/*
+ * The one decoder of a mercury qdisc's TCA_OPTIONS: attrs and len are
+ * the attribute's payload (the nested attributes). Each attribute
+ * present overwrites its field and sets its bit in o->set; absent ones
+ * leave o as it was (start from the kernel's defaults). sz is
+ * sizeof(*o) as the caller knows it. -EINVAL for malformed attributes.
+ */
+MERCURY_API int mercury_qdisc_opts_decode(const void *attrs, size_t len,
+					  struct mercury_qdisc_opts *o,
+					  size_t sz);
+
+/*
+ * The attributes of o->set's options, for a TCA_OPTIONS nest (what
+ * mercuryctl sends). Returns the bytes written; -ENOSPC if len is short.
+ */
+MERCURY_API int mercury_qdisc_opts_encode(const struct mercury_qdisc_opts *o,
+					  void *buf, size_t len);
+
+/* One mercury qdisc: where it sits and its options. */
+struct mercury_qdisc {
+	char dev[16];			/* device name (IFNAMSIZ) */
+	int ifindex;
+	uint32_t handle;		/* major:0 */
+	uint32_t parent;		/* 0xffffffff: root */
+	struct mercury_qdisc_opts opts;
+};
+
+/* What is compared with the qdisc, for the messages' words and hints. */
+enum mercury_fit_subject {
+	MERCURY_FIT_PLAN = 0,		/* a plan file (mercuryctl check) */
+	MERCURY_FIT_CHANSET = 1,	/* a channel set's tagger and classes */
+};
+
+typedef void (*mercury_problem_fn)(const char *msg, void *ctx);
+
+/*
+ * Compare the tags of pi (source, shift, mask; max_tag: the highest tag
+ * sent, 0 if unknown, which skips the per-tag rules) with qdisc q. For
+ * each problem, fn gets one line starting "mercury H: on DEV: ", in this
+ * order: the tag source differs (everything untagged), the shift differs,
+ * the first tag that the two masks cut off, a DSCP tag shifted past the
+ * six DSCP bits, tags above the qdisc's levels. Returns the number of
+ * problems (0: the tags arrive as sent), -EINVAL for a NULL argument.
+ * Pure: no system call, and nothing logged but that -EINVAL.
+ */
+MERCURY_API int mercury_qdisc_fit(const struct mercury_qdisc *q,
+				  const struct mercury_plan_info *pi,
+				  enum mercury_fit_subject who,
+				  mercury_problem_fn fn, void *ctx);
+
 /* ---- priority channels (sender) ----------------------------------------- */
 
 enum mercury_outq_mode {
@@ -494,6 +576,21 @@ enum mercury_outq_mode {
 	MERCURY_OUTQ_KERNEL = 0,
 	/* the caller reports consumed bytes with mercury_chanset_drained() */
 	MERCURY_OUTQ_MANUAL = 1,
+};
+
+/* How mercury_chanset_new() and _connect() check the qdiscs they feed. */
+enum mercury_qdisc_check {
+	/*
+	 * Each problem logged at MERCURY_LOG_WARN; the set is made. With no
+	 * log callback installed nothing would be said: no look is taken.
+	 */
+	MERCURY_QDISC_CHECK_WARN = 0,
+	MERCURY_QDISC_CHECK_OFF = 1,	/* no look at the qdiscs */
+	/*
+	 * A problem found is -EINVAL naming the first (the others are
+	 * logged): no set is made, the caller's fds are left alone.
+	 */
+	MERCURY_QDISC_CHECK_STRICT = 2,
 };
 
 struct mercury_chanset_opts {
@@ -518,9 +615,16 @@ struct mercury_chanset_opts {
 	 * 0: no cap (frames go as fast as the sockets take them).
 	 */
 	uint64_t inflight;
+	/*
+	 * LIBMERCURY_0.3: compare the tagger (tag_opts, and classes as the
+	 * tags sent) with the mercury qdisc(s) on the device each TCP
+	 * connection leaves by, in this process's network namespace (see
+	 * mercury_qdisc_fit()). Never with no_tag, which tags nothing.
+	 */
+	enum mercury_qdisc_check qdisc_check;
 	size_t :0;
 };
-#define mercury_chanset_opts__last_field inflight
+#define mercury_chanset_opts__last_field qdisc_check
 
 struct mercury_chanset;
 
@@ -537,6 +641,13 @@ struct mercury_chanset;
 MERCURY_API int mercury_chanset_new(const int *fds, size_t n,
 				    const struct mercury_chanset_opts *opts,
 				    struct mercury_chanset **out);
+/*
+ * The qdisc check (opts.qdisc_check) looks at every connected TCP socket
+ * of the set: a device with no mercury qdisc (loopback; a container whose
+ * qdisc sits on the host's NIC) is one MERCURY_LOG_INFO line, and so is a
+ * check that cannot run (no netlink socket, no permission): neither is an
+ * error, in strict mode either. Other sockets (AF_UNIX) are not checked.
+ */
 /* Open n TCP connections to host:port (the set owns them). */
 MERCURY_API int mercury_chanset_connect(const char *host, const char *port,
 					size_t n,
