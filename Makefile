@@ -15,6 +15,9 @@
 #                   kernel (KASAN, kmemleak, lockdep; Documentation/safety.md)
 #   make soak       SOAK_MINUTES (10) of traffic, changes and module reloads
 #                   under the debug kernel (Documentation/safety.md)
+#   make fuzz       libFuzzer (ASan + UBSan) on libmercury's plan and profile
+#                   readers and its frame receiver, FUZZ_RUNS (10M) each
+#                   (Documentation/safety.md; make test runs 20000 each)
 
 # The kernel we build for: the newest one whose headers are installed,
 # unless KVER is given. Never the running kernel: it may have no modules.
@@ -66,7 +69,9 @@ check:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 C=2 CHECK="sparse" modules
 
 # Safety runs under the debug guest kernel (scripts/debug-kernel/).
-.PHONY: test-debug soak
+.PHONY: test-debug soak fuzz
+fuzz: deps
+	$(MAKE) -C userspace/lib fuzz
 test-debug: deps
 	scripts/debug-kernel/test-debug.sh
 
