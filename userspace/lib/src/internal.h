@@ -18,6 +18,9 @@ void mercury_pr(enum mercury_log_level level, const char *fmt, ...)
 /* Is a log callback installed (would mercury_pr() say anything)? */
 bool mercury_log_enabled(void);
 
+/* plan.c: "mark", "priority", "dscp"; NULL for any other value */
+const char *mercury_source_name(int source);
+
 /*
  * Fail with -err: remember the message for mercury_last_error(), pass it to
  * the log callback, set errno. Returns -err so callers can

@@ -336,7 +336,8 @@ static bool plan_key_reserved(const char *key)
 	return false;
 }
 
-static const char *source_name(int source)
+/* A tag source's name in plans, tc and messages; NULL: no such source. */
+const char *mercury_source_name(int source)
 {
 	switch (source) {
 	case MERCURY_TAG_MARK:
@@ -358,7 +359,7 @@ static uint32_t default_mask(int source)
 static int check_tag_settings(const char *what, int source, unsigned int shift,
 			      uint32_t mask, unsigned int levels)
 {
-	if (!source_name(source))
+	if (!mercury_source_name(source))
 		return mercury_err(EINVAL, "%s: unknown tag source %d", what,
 				   source);
 	if (shift > 31)
@@ -988,7 +989,7 @@ static int plan_to_json(const struct mercury_plan *p, struct json_object **out)
 	err = err ?: jadd(root, "levels",
 			  json_object_new_int(p->levels ? p->levels : p->max_tag));
 	err = err ?: jadd(root, "tag_source",
-			  json_object_new_string(source_name(p->source)));
+			  json_object_new_string(mercury_source_name(p->source)));
 	err = err ?: jadd(root, "shift", json_object_new_int(p->shift));
 	err = err ?: jadd(root, "mask", json_object_new_int64(p->mask));
 	if (!err && p->extra) {

@@ -17,6 +17,7 @@
  * library mercuryctl uses); libnl knows no "mercury" kind, so the options
  * are parsed from the raw attributes, as nl.c explains for mercuryctl.
  */
+#include <limits.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -145,11 +146,12 @@ MERCURY_API int mercury_qdisc_opts_encode(const struct mercury_qdisc_opts *o,
 
 /* ---- the rule ---------------------------------------------------------- */
 
+/* libmercury's one table of source names, for a value the kernel sent */
 static const char *source_name(unsigned int v)
 {
-	static const char *const names[] = { "mark", "priority", "dscp" };
+	const char *name = v <= INT_MAX ? mercury_source_name((int)v) : NULL;
 
-	return v < sizeof(names) / sizeof(names[0]) ? names[v] : "unknown";
+	return name ? name : "unknown";
 }
 
 struct fit {
