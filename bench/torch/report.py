@@ -18,15 +18,20 @@ import statistics
 import subprocess
 import sys
 
-SCHEMES = ["ddp", "fifo", "prio", "mercury"]
+SCHEMES = ["ddp", "fifo", "fifo1", "prio", "mercury"]
 LABEL = {"ddp": "stock DDP", "fifo": "mercury.torch, pfifo",
+         "fifo1": "mercury.torch, pfifo, 1 chan",
          "prio": "mercury.torch, prio 16", "mercury": "mercury.torch, sch_mercury"}
 # The simulator's scheme for each measured one: mercury.torch's per-tensor
 # all-reduce with gated forwards is the simulator's streaming model; a
 # FIFO queue is fifo-stream, strict priority per packet is mercury (prio's
 # bands are per packet too; the simulator's "prio" is per message, which
 # no qdisc here does, and is shown for reference only).
-SIM_OF = {"fifo": "fifo-stream", "mercury": "mercury", "prio": "mercury"}
+# fifo1 (one channel: one connection per peer) is the simulator's FIFO;
+# fifo (8 channels) lets TCP share the link among 8 connections, which is
+# between a FIFO and fair queueing, and is compared with fifo-stream too.
+SIM_OF = {"fifo": "fifo-stream", "fifo1": "fifo-stream", "mercury": "mercury",
+          "prio": "mercury"}
 
 
 def load_runs(outs):
@@ -216,7 +221,7 @@ def report(out, rate, also=()):
                     "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-"))
         # losses: the mercury.torch schemes must agree exactly (same
         # reductions, only the packet order differs); DDP to rounding.
-        m_losses = [l for s in ("fifo", "prio", "mercury") if s in rows
+        m_losses = [l for s in ("fifo", "fifo1", "prio", "mercury") if s in rows
                     for l in rows[s]["losses"]]
         exact = all(l == m_losses[0] for l in m_losses) if m_losses else None
         ddp_dev = None
@@ -248,6 +253,11 @@ def report(out, rate, also=()):
             meas["mercury_vs_fifo"] = rows["mercury"]["median"] / fifo
         if fifo and "prio" in rows:
             meas["prio_vs_fifo"] = rows["prio"]["median"] / fifo
+        fifo1 = rows.get("fifo1", {}).get("median")
+        if fifo1 and "mercury" in rows:
+            meas["mercury_vs_fifo1"] = rows["mercury"]["median"] / fifo1
+        if fifo1 and fifo:
+            meas["fifo_vs_fifo1"] = fifo / fifo1
         if base and "mercury" in rows:
             meas["mercury_vs_ddp"] = rows["mercury"]["median"] / base
         if "mercury_vs_fifo" in pred and "mercury_vs_fifo" in meas:
@@ -260,6 +270,15 @@ def report(out, rate, also=()):
                             ("" if meas["mercury_vs_fifo"] > 1
                              else ", but NOT faster than pfifo")))
             meas["vs_prediction"] = d
+        if "mercury_vs_fifo" in pred and "mercury_vs_fifo1" in meas:
+            d1 = meas["mercury_vs_fifo1"] / pred["mercury_vs_fifo"] - 1
+            text.append("  sch_mercury over pfifo with 1 channel (a true FIFO): "
+                        "measured %.3fx, predicted %.3fx (%+.1f%%): %s; 8 "
+                        "channels over 1 on pfifo: %.3fx" % (
+                            meas["mercury_vs_fifo1"], pred["mercury_vs_fifo"],
+                            100 * d1, "within 10%" if abs(d1) <= 0.10
+                            else "NOT within 10%", meas["fifo_vs_fifo1"]))
+            meas["vs_prediction_fifo1"] = d1
         if "mercury_vs_ddp" in meas:
             text.append("  sch_mercury over stock DDP: %.3fx (target 1.15x: %s)"
                         % (meas["mercury_vs_ddp"], "met" if

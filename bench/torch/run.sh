@@ -24,7 +24,9 @@
 #
 # Settings (environment): BT_MODELS ("resnet18 vgg11"), BT_RATE (guest
 # link rate), BT_LIMIT (packets each scheme's queue holds; prio: each
-# band), BT_RTO_MIN, BT_REPEAT, BT_ITERS, BT_WARMUP, BT_SCHEMES, BT_MTU,
+# band), BT_RTO_MIN, BT_REPEAT, BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES
+# ("ddp fifo fifo1 prio mercury"; fifo1 is pfifo with one channel),
+# BT_CHANNELS (8: mercury.torch's channels in the other schemes),
 # BT_<MODEL>_BATCH / BT_<MODEL>_SIZE, BT_DEADLINE, BT_CC (TCP congestion
 # control of the ranks: the first of "cubic reno" the namespace allows).
 set -u
@@ -34,14 +36,14 @@ out=$top/out/bench-torch
 while [ $# -gt 0 ]; do
 	case $1 in
 	-o) out=$2; shift ;;
-	-h|--help) sed -n '3,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench-torch: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 MODELS=${BT_MODELS:-resnet18 vgg11}
-SCHEMES=${BT_SCHEMES:-ddp fifo prio mercury}
+SCHEMES=${BT_SCHEMES:-ddp fifo fifo1 prio mercury}
 RATE=${BT_RATE:-30mbit}
 MTU=${BT_MTU:-1500}
 REPEAT=${BT_REPEAT:-2}
@@ -192,7 +194,7 @@ net_counters() {
 	done
 }
 
-# run_ranks SCHEME MODEL TAG: both ranks, each in its namespace.
+# run_ranks SCHEME MODEL TAG CHANNELS: both ranks, each in its namespace.
 nrun=0
 run_ranks() {
 	local i pids=() rc=0 b s
@@ -204,7 +206,7 @@ run_ranks() {
 			RANK=$i WORLD_SIZE=2 GLOO_SOCKET_IFNAME="${tap[$i]}" OMP_NUM_THREADS=1 \
 			timeout -k 10 "$RUN_TIMEOUT" "$PY" "$here/worker.py" --scheme "$1" --model "$2" \
 			--batch "$b" --size "$s" --iters "$ITERS" --warmup "$WARMUP" \
-			--channels "$CHANNELS" -o "$out/runs/$3.r$i.json" \
+			--channels "$4" -o "$out/runs/$3.r$i.json" \
 			> "$out/runs/$3.r$i.log" 2>&1 &
 		pids+=($!)
 	done
@@ -231,11 +233,19 @@ for r in $(seq 1 "$REPEAT"); do
 	for m in $MODELS; do
 		for sch in $SCHEMES; do
 			k=$((k + 1))
-			case $sch in ddp) q=fifo w=ddp ;; *) q=$sch w=mercury ;; esac
+			# fifo1: pfifo with one channel, one connection per peer, so
+			# that every tensor waits behind the whole backlog as in the
+			# simulator's fifo-stream; with 8 channels TCP shares the link
+			# among them, which is closer to fair queueing than to a FIFO.
+			case $sch in
+			ddp) q=fifo w=ddp ch=$CHANNELS ;;
+			fifo1) q=fifo w=mercury ch=1 ;;
+			*) q=$sch w=mercury ch=$CHANNELS ;;
+			esac
 			guest "$q"
 			tag=$m.$sch.$r
 			echo "$tag $nreq" >> "$out/runs/index"
-			if run_ranks "$w" "$m" "$tag"; then res=ok; else res=FAILED; fi
+			if run_ranks "$w" "$m" "$tag" "$ch"; then res=ok; else res=FAILED; fi
 			echo "bench-torch: [$(($(date +%s) - start))s] $k/$total $m $sch run $r: $res" \
 				"($(cut -d' ' -f1 /proc/loadavg))"
 			[ $res = ok ] || tail -n 5 "$out/runs/$tag.r0.log" "$out/runs/$tag.r1.log"

@@ -43,6 +43,7 @@ def make(d, mercury_loss_b=2.0):
     # it/s per run (rank 0, rank 1); a run counts its slower rank
     table = {"ddp": [(1.0, 1.1), (0.9, 0.95), (1.1, 1.2)],
              "fifo": [(1.2, 1.2), (1.0, 1.0), (1.1, 1.3)],
+             "fifo1": [(0.8, 0.9), (0.7, 0.75), (0.9, 1.0)],
              "prio": [(1.3, 1.3), (1.3, 1.4), (1.2, 1.2)],
              "mercury": [(1.4, 1.5), (1.32, 1.32), (1.5, 1.5)]}
     with open(os.path.join(d, "runs", "index"), "w") as idx:
@@ -92,6 +93,12 @@ with tempfile.TemporaryDirectory() as d:
         check("ratios vs DDP and vs pfifo (1.4x, 1.4/1.1)",
               abs(meas["mercury_vs_ddp"] - 1.4) < 1e-12 and
               abs(meas["mercury_vs_fifo"] - 1.4 / 1.1) < 1e-12, json.dumps(meas))
+        check("ratios vs pfifo with one channel (1.4/0.8, 8 channels 1.1/0.8)",
+              abs(meas["mercury_vs_fifo1"] - 1.4 / 0.8) < 1e-12 and
+              abs(meas["fifo_vs_fifo1"] - 1.1 / 0.8) < 1e-12 and
+              abs(meas["vs_prediction_fifo1"] - ((1.4 / 0.8) / (1000 / 880) - 1))
+              < 1e-12 and "8 channels over 1 on pfifo: 1.375x" in p.stdout,
+              json.dumps(meas))
         check("prediction is fifo-stream over mercury (1000/880)",
               abs(m["predicted"]["mercury_vs_fifo"] - 1000 / 880) < 1e-12)
         check("deviation from the prediction",
