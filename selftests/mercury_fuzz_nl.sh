@@ -71,13 +71,11 @@ tcs qdisc change dev veth0 parent 1:1 handle 10: mercury levels 128 tag mark shi
 # past that; the log now names the levels). So wait until neither side
 # holds a TCP socket that may still send: only LISTEN and TIME-WAIT ones
 # (which answer only what arrives).
-tcp_done() {
-	[ -z "$($IP netns exec $NS_S ss -Htan state connected exclude time-wait)" ] &&
-	[ -z "$($IP netns exec $NS_R ss -Htan state connected exclude time-wait)" ]
-}
+tcp_live() { $IP netns exec "$1" ss -Htan state connected exclude time-wait; }
+tcp_done() { [ -z "$(tcp_live $NS_S)" ] && [ -z "$(tcp_live $NS_R)" ]; }
 for ((i = 0; i < 120; i++)); do tcp_done && break; sleep 0.5; done
 tcp_done || log "TCP sockets still open 60 s after the traffic stopped:" \
-	"$($IP netns exec $NS_S ss -Htan state connected exclude time-wait | head -3)"
+	"$(tcp_live $NS_S | head -3)"
 wait_quiet veth0 10: || log "qdisc 10: still sending 60 s after the traffic stopped"
 wait_backlog_zero veth0 10:
 p0=$(qdisc_stat veth0 10: packets)

@@ -22,16 +22,14 @@ SCHEMES = ["ddp", "fifo", "fifo1", "prio", "mercury"]
 LABEL = {"ddp": "stock DDP", "fifo": "mercury.torch, pfifo",
          "fifo1": "mercury.torch, pfifo, 1 chan",
          "prio": "mercury.torch, prio 16", "mercury": "mercury.torch, sch_mercury"}
-# The simulator's scheme for each measured one: mercury.torch's per-tensor
-# all-reduce with gated forwards is the simulator's streaming model; a
-# FIFO queue is fifo-stream, strict priority per packet is mercury (prio's
-# bands are per packet too; the simulator's "prio" is per message, which
-# no qdisc here does, and is shown for reference only).
+# The prediction compared with the measurements: mercury.torch's
+# per-tensor all-reduce with gated forwards is the simulator's streaming
+# model; a FIFO queue is fifo-stream, strict priority per packet is
+# mercury (prio's bands are per packet too; the simulator's "prio" is per
+# message, which no qdisc here does, and is shown for reference only).
 # fifo1 (one channel: one connection per peer) is the simulator's FIFO;
-# fifo (8 channels) lets TCP share the link among 8 connections, which is
-# between a FIFO and fair queueing, and is compared with fifo-stream too.
-SIM_OF = {"fifo": "fifo-stream", "fifo1": "fifo-stream", "mercury": "mercury",
-          "prio": "mercury"}
+# fifo (8 channels) lets TCP share the link among 8 connections, between
+# a FIFO and fair queueing, and is compared with fifo-stream too.
 
 
 def load_runs(outs):
