@@ -325,7 +325,7 @@ static void blast_parse_tags(struct blast_args *a, char *s)
 	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		if (a->ntags == BLAST_MAX_FLOWS)
 			fuzz_die("at most %d tags", BLAST_MAX_FLOWS);
-		a->tags[a->ntags++] = strtoul(tok, NULL, 0);
+		a->tags[a->ntags++] = fuzz_uint('g', tok, UINT32_MAX);
 	}
 	if (!a->ntags)
 		fuzz_die("no tags in '%s'", s);
@@ -348,18 +348,18 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, "a:p:T:U:g:S:r:l:t:i:s:c:b:")) != -1) {
 		switch (c) {
 		case 'a': a.addr = optarg; break;
-		case 'p': a.port = atoi(optarg); break;
-		case 'T': a.tcp = atoi(optarg); break;
-		case 'U': a.udp = atoi(optarg); break;
+		case 'p': a.port = fuzz_uint('p', optarg, 65535); break;
+		case 'T': a.tcp = fuzz_uint('T', optarg, BLAST_MAX_FLOWS); break;
+		case 'U': a.udp = fuzz_uint('U', optarg, BLAST_MAX_FLOWS); break;
 		case 'g': blast_parse_tags(&a, optarg); break;
-		case 'S': a.shift = atoi(optarg); break;
-		case 'r': a.pps = atof(optarg); break;
-		case 'l': a.len = atoi(optarg); break;
-		case 't': a.seconds = atof(optarg); break;
-		case 'i': a.interval = atof(optarg); break;
-		case 's': seed = strtoull(optarg, NULL, 0); break;
-		case 'c': a.count = strtoull(optarg, NULL, 0); break;
-		case 'b': a.tcp_rate = strtoul(optarg, NULL, 0); break;
+		case 'S': a.shift = fuzz_uint('S', optarg, 31); break;
+		case 'r': a.pps = fuzz_real('r', optarg); break;
+		case 'l': a.len = fuzz_uint('l', optarg, 65000); break;
+		case 't': a.seconds = fuzz_real('t', optarg); break;
+		case 'i': a.interval = fuzz_real('i', optarg); break;
+		case 's': seed = fuzz_uint('s', optarg, UINT64_MAX); break;
+		case 'c': a.count = fuzz_uint('c', optarg, UINT64_MAX); break;
+		case 'b': a.tcp_rate = fuzz_uint('b', optarg, UINT32_MAX); break;
 		default: return 2;
 		}
 	}

@@ -6,6 +6,8 @@
 #ifndef MERCURY_FUZZ_H
 #define MERCURY_FUZZ_H
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +57,34 @@ void fuzz_die(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\n");
 	exit(1);
+}
+
+/* The number of option -@opt, or die naming it: a seed or count that does
+ * not parse must not silently become 0 (a fixed seed, no sets).
+ */
+static inline uint64_t fuzz_uint(char opt, const char *s, uint64_t max)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-' || v > max)
+		fuzz_die("-%c: '%s' is not a number from 0 to %llu", opt, s,
+			 (unsigned long long)max);
+	return v;
+}
+
+static inline double fuzz_real(char opt, const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0))
+		fuzz_die("-%c: '%s' is not a non-negative number", opt, s);
+	return v;
 }
 
 #endif

@@ -655,8 +655,8 @@ int main(int argc, char **argv)
 		case 'd': dev = optarg; break;
 		case 'p': nlf_parent = nlf_parse_handle(optarg, true); break;
 		case 'H': nlf_handle = nlf_parse_handle(optarg, false); break;
-		case 'n': n = strtoul(optarg, NULL, 0); break;
-		case 's': seed = strtoull(optarg, NULL, 0); break;
+		case 'n': n = fuzz_uint('n', optarg, ULONG_MAX); break;
+		case 's': seed = fuzz_uint('s', optarg, UINT64_MAX); break;
 		case 'v': nlf_verbose = 1; break;
 		default:
 			fprintf(stderr, "usage: %s -d DEV [-p PARENT] [-H HANDLE] [-n SETS] [-s SEED] [-v]\n",
