@@ -146,8 +146,13 @@ def summarize(model, schemes, out):
         net = {k: statistics.median(r["net"][k] for r in ok)
                for k in ("retrans", "rto", "spurious_rto", "drops", "wire_bytes")
                if all(k in r["net"] for r in ok)}
+        # Phases of every iteration after the first (worker.py), both
+        # ranks: forward, the part of it blocked on the network,
+        # backward, step; medians. Older records have none.
+        ph = [it for r in ok for k in r["ranks"] for it in k.get("phases", [])[1:]]
+        phases = ([statistics.median(v) for v in zip(*ph)] if ph else None)
         rows[s] = {
-            "net": net,
+            "net": net, "phases": phases,
             "runs": len(ok), "failed": len(schemes.get(s, [])) - len(ok),
             "it_per_s": ips, "median": statistics.median(ips),
             "min": min(ips), "max": max(ips),
@@ -217,6 +222,18 @@ def report(out, rate, also=()):
                     "%d" % n[k] if k in n else "-"
                     for k in ("retrans", "rto", "spurious_rto", "drops")),
                     "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-"))
+        phs = [s for s in SCHEMES if s in rows and rows[s]["phases"]]
+        if phs:
+            # Compute that the network slows (a CPU it shares: here the
+            # ranks and the emulated guest share 2 cores) shows as forward
+            # time not spent blocked, above the profile's forward.
+            text.append("  seconds per iteration (median, iterations after "
+                        "the first, both ranks): forward (blocked on the "
+                        "network) backward step")
+            for s in phs:
+                f, w, b, st = rows[s]["phases"]
+                text.append("    %-36s %6.2f (%5.2f) %7.2f %6.2f" % (
+                    LABEL[s], f, w, b, st))
         # losses: the mercury.torch schemes must agree exactly (same
         # reductions, only the packet order differs); DDP to rounding.
         m_losses = [l for s in ("fifo", "fifo1", "prio", "mercury") if s in rows

@@ -28,7 +28,11 @@
 # ("ddp fifo fifo1 prio mercury"; fifo1 is pfifo with one channel),
 # BT_CHANNELS (8: mercury.torch's channels in the other schemes),
 # BT_<MODEL>_BATCH / BT_<MODEL>_SIZE, BT_DEADLINE, BT_CC (TCP congestion
-# control of the ranks: the first of "cubic reno" the namespace allows).
+# control of the ranks: the first of "cubic reno" the namespace allows),
+# BT_GUEST_CPUS / BT_RANK_CPUS (taskset CPU lists for qemu and for the
+# ranks and their profiles: on a 2-core host the emulated network needs
+# a core of its own, or every overlap of compute with communication is
+# charged the guest's forwarding as compute time).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 here=$top/bench/torch
@@ -54,6 +58,11 @@ LIMIT=${BT_LIMIT:-2000}
 RTO_MIN=${BT_RTO_MIN:-}
 CC=${BT_CC:-cubic reno}
 RUN_TIMEOUT=${BT_RUN_TIMEOUT:-900}
+# command prefixes that pin qemu and the ranks (empty: anywhere)
+guest_pin=()
+rank_pin=()
+[ -n "${BT_GUEST_CPUS:-}" ] && guest_pin=(taskset -c "$BT_GUEST_CPUS")
+[ -n "${BT_RANK_CPUS:-}" ] && rank_pin=(taskset -c "$BT_RANK_CPUS")
 resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-128}
 vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-64}
 
@@ -103,7 +112,7 @@ echo "bench-torch: host load before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$o
 # The guest script lasts the whole benchmark: lift vm-guest.sh's 900 s
 # limit (the kernel passes VAR=VAL of its command line to init).
 VM_APPEND="${VM_APPEND:-} MERCURY_TEST_TIMEOUT=$((RUN_TIMEOUT * 40))" \
-"$top/scripts/vm-run.sh" -o "$out" -t $((RUN_TIMEOUT * 40 + 600)) -n "${tap[0]}" -n "${tap[1]}" \
+"${guest_pin[@]}" "$top/scripts/vm-run.sh" -o "$out" -t $((RUN_TIMEOUT * 40 + 600)) -n "${tap[0]}" -n "${tap[1]}" \
 	"$here/guest.sh" > "$out/vm-run.out" 2>&1 &
 vm=$!
 for i in 0 1; do
@@ -167,7 +176,7 @@ for m in $MODELS; do
 	eval "b=\$${m}_batch s=\$${m}_size"
 	pp=()
 	for c in 0 1; do
-		PYTHONPATH=$top/userspace/python OMP_NUM_THREADS=1 "$PY" -m mercury.torch profile \
+		PYTHONPATH=$top/userspace/python OMP_NUM_THREADS=1 "${rank_pin[@]}" "$PY" -m mercury.torch profile \
 			--model "$here/models.py:$m" --input "${b}x3x${s}x${s}" --iters 3 --warmup 1 \
 			-o "$out/runs/profile-$m.$c.json" > "$out/runs/profile-$m.$c.log" 2>&1 &
 		pp+=($!)
@@ -204,7 +213,7 @@ run_ranks() {
 	for i in 0 1; do
 		ip netns exec "${ns[$i]}" env MASTER_ADDR=10.77.1.2 MASTER_PORT=$((29500 + nrun)) \
 			RANK=$i WORLD_SIZE=2 GLOO_SOCKET_IFNAME="${tap[$i]}" OMP_NUM_THREADS=1 \
-			timeout -k 10 "$RUN_TIMEOUT" "$PY" "$here/worker.py" --scheme "$1" --model "$2" \
+			timeout -k 10 "$RUN_TIMEOUT" "${rank_pin[@]}" "$PY" "$here/worker.py" --scheme "$1" --model "$2" \
 			--batch "$b" --size "$s" --iters "$ITERS" --warmup "$WARMUP" \
 			--channels "$4" -o "$out/runs/$3.r$i.json" \
 			> "$out/runs/$3.r$i.log" 2>&1 &

@@ -6,6 +6,7 @@ comparison with mercury-sim's prediction, the loss checks. The benchmark
 itself (a guest boot, tens of minutes) stays out of make test."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -25,17 +26,27 @@ def check(name, cond, detail=""):
         print("# " + detail.replace("\n", "\n# "))
 
 
+# worker.py's phases per iteration (forward, blocked, backward, step) of
+# rank 0 and rank 1 of every mercury run: the first iteration is left
+# out, so the medians are 2.0 (0.5) 2.0 0.2; fifo's records have none
+PHASES = {"mercury": ([[9, 9, 9, 9], [1.0, 0.4, 2.0, 0.1]],
+                      [[9, 9, 9, 9], [3.0, 0.6, 2.0, 0.3]])}
+
+
 def rank(scheme, rank, ips, losses):
     # it/s is all iterations over first forward to end; worker.py's own
     # it_per_s (after the warm-up) is set wrong on purpose: unused
     iters = len(losses)
     end = iters / ips
-    return {"rank": rank, "world": 2, "scheme": scheme, "model": "toy",
-            "batch": 4, "size": 32, "iters": iters, "warmup": 1,
-            "params": 1000000,
-            "starts": [end * i / iters for i in range(iters)],
-            "end": end, "losses": losses, "param_sum": 12.5,
-            "it_per_s": 99.0}
+    r = {"rank": rank, "world": 2, "scheme": scheme, "model": "toy",
+         "batch": 4, "size": 32, "iters": iters, "warmup": 1,
+         "params": 1000000,
+         "starts": [end * i / iters for i in range(iters)],
+         "end": end, "losses": losses, "param_sum": 12.5,
+         "it_per_s": 99.0}
+    if scheme in PHASES:
+        r["phases"] = PHASES[scheme][rank]
+    return r
 
 
 def make(d, mercury_loss_b=2.0):
@@ -108,6 +119,10 @@ with tempfile.TemporaryDirectory() as d:
         check("DDP's loss deviation is measured (5e-8 on a mean of 2.0)",
               abs(m["ddp_loss_rel_dev"] - 0.0000001 / 2 / 2.0) < 1e-12,
               str(m["ddp_loss_rel_dev"]))
+        check("phases: medians after the first iteration, both ranks",
+              re.search(r"sch_mercury +2\.00 \( 0\.50\) +2\.00 +0\.20\n", p.stdout)
+              and sc["mercury"]["phases"] == [2.0, 0.5, 2.0, 0.2]
+              and sc["fifo"]["phases"] is None, p.stdout)
         check("the table says which targets were met",
               "target 1.15x: met" in p.stdout and "NOT within 10%" in p.stdout,
               p.stdout)

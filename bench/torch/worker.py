@@ -6,7 +6,8 @@ in the rank's network namespace (torch.distributed env:// rendezvous).
     worker.py --scheme ddp|mercury --model resnet18 --batch 16 --size 64 \\
         --iters 12 --warmup 2 -o rank0.json
 
-Writes the per-iteration start times, the end (the moment the last step
+Writes the per-iteration start times and phases (forward, the part of
+it blocked on the network, backward, step), the end (the moment the last step
 is applied: mercury.torch after synchronize(), which waits for the last
 all-reduces, so both wrappers are charged all their traffic), the local
 loss of every iteration and a checksum of the final parameters.
@@ -69,15 +70,28 @@ def main():
         net = torch.nn.parallel.DistributedDataParallel(model)
     loss_fn = torch.nn.CrossEntropyLoss()
 
+    def waited():
+        return (optimizer.mercury.wait_seconds if a.scheme == "mercury"
+                else 0.0)
+
     dist.barrier()
-    starts, losses = [], []
+    starts, losses, phases = [], [], []
     for x, y in data:
         starts.append(time.perf_counter())
+        w0 = waited()
         optimizer.zero_grad()
         loss = loss_fn(net(x), y)
+        t_fwd, w_fwd = time.perf_counter(), waited()
         loss.backward()
+        t_bwd = time.perf_counter()
         optimizer.step()
+        t_step = time.perf_counter()
         losses.append(loss.item())
+        # seconds of this iteration: forward (of which blocked on the
+        # network: mercury.torch's pre-hooks), backward (DDP: with its
+        # all-reduces), step
+        phases.append([t_fwd - starts[-1], w_fwd - w0, t_bwd - t_fwd,
+                       t_step - t_bwd])
     if a.scheme == "mercury":
         optimizer.synchronize()
     end = time.perf_counter()
@@ -91,7 +105,7 @@ def main():
         "warmup": a.warmup,
         "params": sum(p.numel() for p in model.parameters()),
         "starts": [t - starts[0] for t in starts], "end": end - starts[0],
-        "losses": losses, "param_sum": csum,
+        "losses": losses, "param_sum": csum, "phases": phases,
         "it_per_s": (a.iters - a.warmup) / (end - starts[a.warmup]),
     }
     if a.scheme == "mercury":

@@ -157,6 +157,26 @@ class Training(unittest.TestCase):
             for pending, grads in res["mercury", opt, "deferred"]:
                 self.assertEqual((pending, grads), (nparams, 0))
 
+    def check_waited(self, n, opt):
+        # opt.mercury.wait_seconds after each iteration. rank 1 held its
+        # gradients of iteration LAG_ITER back for LAG_SECONDS: the next
+        # forward of every other rank blocked on them (at least half of
+        # it, for the skew of ranks on a busy machine), while a typical
+        # iteration on loopback blocks for much less.
+        k = torch_worker.LAG_ITER
+        half = torch_worker.LAG_SECONDS / 2
+        for rank, res in enumerate(self.res[n]):
+            w = res["mercury", opt, "waited"]
+            self.assertEqual(len(w), torch_worker.ITERS)
+            self.assertTrue(all(isinstance(x, float) for x in w))
+            per_iter = [b - a for a, b in zip([0.0] + w, w)]
+            self.assertTrue(all(d >= 0 for d in per_iter), per_iter)
+            if rank != 1:
+                self.assertGreaterEqual(per_iter[k + 1], half,
+                                        "rank %d: %s" % (rank, per_iter))
+                self.assertLess(sorted(per_iter)[len(per_iter) // 2], half,
+                                "rank %d: %s" % (rank, per_iter))
+
     def test_assignment_from_forward_order(self):
         a = self.res[2][0]["mercury", "sgd", "assignment"]
         # named_parameters() lists the tied fc2/fc3 weight once.
@@ -178,7 +198,7 @@ def _add(n, opt, check):
 for _n in (2, 3):
     for _opt in ("sgd", "adam"):
         for _check in ("equal_to_ddp", "ranks_identical", "losses",
-                       "sockets", "deferred"):
+                       "sockets", "deferred", "waited"):
             _add(_n, _opt, _check)
 
 

@@ -5,7 +5,8 @@
 
 train: the same small model, seeds and data under stock DDP and under
 mercury.torch, with SGD+momentum and with Adam; saves losses, final
-parameters and every channel socket's TOS byte (read with getsockopt).
+parameters, every channel socket's TOS byte (read with getsockopt) and
+the seconds mercury.torch blocked on the network.
 kill / stall: mercury.torch with a short timeout; rank 1 dies (SIGKILL) or
 stops (SIGSTOP) in the middle of iteration 5.
 """
@@ -14,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -24,6 +26,10 @@ import mercury.torch  # noqa: E402
 
 ITERS = 20
 BATCH = 16
+# train: rank 1 sleeps this long between forward and backward of this
+# iteration (opt.mercury.wait_seconds of the others must see it)
+LAG_ITER = 3
+LAG_SECONDS = 0.5
 
 
 class Net(torch.nn.Module):
@@ -63,7 +69,7 @@ def make(rank, opt_name):
     return model, opt
 
 
-def train(rank, model, opt, wrapped, hook=None, deferred=None):
+def train(rank, model, opt, wrapped, hook=None, deferred=None, waits=None):
     losses = []
     for it in range(ITERS):
         x, y = batch(rank, it)
@@ -80,6 +86,8 @@ def train(rank, model, opt, wrapped, hook=None, deferred=None):
                                  for p in model.parameters())))
         opt.step()
         losses.append(loss.item())
+        if waits is not None:
+            waits.append(opt.mercury.wait_seconds)
     return losses
 
 
@@ -96,8 +104,17 @@ def run_train(rank, world, out):
         model, opt = mercury.torch.distribute(model, opt, channels=4,
                                               timeout=30)
         deferred = []
+
+        def lag(it):
+            # rank 1 holds back its gradients of one iteration: the next
+            # forward of every other rank is blocked on them
+            if rank == 1 and it == LAG_ITER:
+                time.sleep(LAG_SECONDS)
+        waits = []
         res["mercury", opt_name, "loss"] = train(rank, model, opt, model,
-                                                 deferred=deferred)
+                                                 hook=lag, deferred=deferred,
+                                                 waits=waits)
+        res["mercury", opt_name, "waited"] = waits
         res["mercury", opt_name, "deferred"] = deferred
         opt.synchronize()
         res["mercury", opt_name, "params"] = {

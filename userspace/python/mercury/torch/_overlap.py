@@ -25,6 +25,7 @@ same result as a whole-model step, and LR schedulers keep working. One
 backward per step: gradient accumulation is refused with a clear error.
 """
 import datetime
+import time
 
 import torch
 import torch.distributed as dist
@@ -90,6 +91,10 @@ class _Engine:
         self.pending = {}       # id(param) -> [param, grad, work, channel]
         self.step_requested = False
         self.iteration = 0
+        # Seconds the training loop spent blocked on all-reduces (forward
+        # pre-hooks, synchronize(), buffer broadcasts): the part of an
+        # iteration the network did not hide behind compute.
+        self.wait_seconds = 0.0
         self.failed = None
         self.handles = []
         self.accs = []
@@ -214,10 +219,16 @@ class _Engine:
         raise err
 
     def _wait(self, work, ch, what):
+        # A finished work still goes through wait(): that is where a
+        # failed one raises.
+        t0 = None if work.is_completed() else time.perf_counter()
         try:
             work.wait(timeout=self.td)
         except RuntimeError as e:
             self._fail(self._diagnose(ch, what, e))
+        finally:
+            if t0 is not None:
+                self.wait_seconds += time.perf_counter() - t0
 
     def _diagnose(self, ch, what, exc):
         """A PeerError naming the rank(s) to blame."""
