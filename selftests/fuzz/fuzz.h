@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,30 +47,48 @@ static inline uint64_t fuzz_seed_from_time(void)
 	       (uint64_t)getpid() << 32;
 }
 
+/* "fuzz: " and the message on stderr, then exit(@code). */
+static inline __attribute__((format(printf, 2, 0), noreturn))
+void fuzz_vexit(int code, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "fuzz: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	exit(code);
+}
+
 static inline __attribute__((format(printf, 1, 2), noreturn))
 void fuzz_die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "fuzz: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\n");
-	exit(1);
+	fuzz_vexit(1, fmt, ap);
 }
 
-/* The number of option -@opt, or die naming it: a seed or count that does
- * not parse must not silently become 0 (a fixed seed, no sets).
+/* @s as a whole number from 0 to @max (decimal, or 0x hex) into *@v;
+ * false when it is not one: a seed or count that does not parse must not
+ * silently become 0 (a fixed seed, no sets).
  */
-static inline uint64_t fuzz_uint(char opt, const char *s, uint64_t max)
+static inline bool fuzz_parse_uint(const char *s, uint64_t max, uint64_t *v)
 {
-	unsigned long long v;
+	unsigned long long n;
 	char *end;
 
 	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end || *s == '-' || v > max)
+	n = strtoull(s, &end, 0);
+	if (errno || end == s || *end || *s == '-' || n > max)
+		return false;
+	*v = n;
+	return true;
+}
+
+/* The number of option -@opt, or die naming it. */
+static inline uint64_t fuzz_uint(char opt, const char *s, uint64_t max)
+{
+	uint64_t v;
+
+	if (!fuzz_parse_uint(s, max, &v))
 		fuzz_die("-%c: '%s' is not a number from 0 to %llu", opt, s,
 			 (unsigned long long)max);
 	return v;

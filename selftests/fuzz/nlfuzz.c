@@ -60,6 +60,7 @@
 #include <linux/mercury.h>
 
 #include "fuzz.h"
+#include "mctl.h"
 
 /* The configuration as the kernel dumps it, one value per attribute. */
 struct nlf_cfg {
@@ -509,11 +510,17 @@ static void nlf_print_opts(const struct nlf_opts *o)
 }
 
 /* The configuration the model expects: @base with @o applied, or false
- * when a cross-option rule rejects it.
+ * when a rule across options rejects it: mercuryctl's mctl_check_opts()
+ * (levels <= mask; with tag dscp, shift and mask keep a DSCP bit;
+ * untagged_share only with untagged last), which mercury-opfuzz uses too.
+ * A value out of range makes the request invalid anyway: the rules are
+ * not asked then.
  */
 static bool nlf_apply(struct nlf_cfg *out, const struct nlf_cfg *base,
 		      const struct nlf_opts *o)
 {
+	struct mercury_qdisc_opts m = { 0 };
+	char why[160];
 	int t;
 
 	*out = *base;
@@ -522,17 +529,15 @@ static bool nlf_apply(struct nlf_cfg *out, const struct nlf_cfg *base,
 	for (t = 1; t <= TCA_MERCURY_MAX; t++)
 		if (o->set[t])
 			out->v[t] = o->val[t];
-	if (out->v[TCA_MERCURY_LEVELS] > out->v[TCA_MERCURY_TAG_MASK])
-		return false;
-	/* tag dscp: shift and mask must leave one of the six DSCP bits */
-	if (out->v[TCA_MERCURY_TAG_SOURCE] == TC_MERCURY_TAG_DSCP &&
-	    !((0x3fULL >> out->v[TCA_MERCURY_TAG_SHIFT]) &
-	      out->v[TCA_MERCURY_TAG_MASK]))
-		return false;
-	if (out->v[TCA_MERCURY_UNTAGGED_SHARE] &&
-	    out->v[TCA_MERCURY_UNTAGGED] != TC_MERCURY_UNTAGGED_LAST)
-		return false;
-	return true;
+	if (o->verdict == NLF_INVALID)
+		return true;
+	m.levels = out->v[TCA_MERCURY_LEVELS];
+	m.mask = out->v[TCA_MERCURY_TAG_MASK];
+	m.source = out->v[TCA_MERCURY_TAG_SOURCE];
+	m.shift = out->v[TCA_MERCURY_TAG_SHIFT];
+	m.untagged = out->v[TCA_MERCURY_UNTAGGED];
+	m.share = out->v[TCA_MERCURY_UNTAGGED_SHARE];
+	return !mctl_check_opts(&m, why, sizeof(why));
 }
 
 static int nlf_restore(void)

@@ -111,10 +111,21 @@ int mctl_check_plan(const struct mctl_qdisc *q, const char *dev,
 
 /* nl.c */
 struct mctl_nl;
+struct nl_msg;
+struct nl_sock;
 enum mctl_op { MCTL_OP_ADD, MCTL_OP_CHANGE, MCTL_OP_REPLACE };
+int mctl_nl_setns(const char *netns);
 int mctl_nl_open(struct mctl_nl **nl, const char *netns);
 void mctl_nl_close(struct mctl_nl *nl);
 const char *mctl_nl_extack(const struct mctl_nl *nl);
+/* Send a request that libnl built (any kind, link, neighbour; freed here)
+ * and wait for the answer: 0, or the kernel's negative errno with its
+ * message in mctl_nl_extack(). The fuzzers use it for what mercuryctl
+ * itself does not send.
+ */
+int mctl_nl_send(struct mctl_nl *nl, struct nl_msg *msg);
+/* The socket, in @nl's namespace, for libnl's own caches (rtnl_*_alloc_cache). */
+struct nl_sock *mctl_nl_sock(struct mctl_nl *nl);
 int mctl_nl_ifindex(struct mctl_nl *nl, const char *dev);
 int mctl_nl_modify(struct mctl_nl *nl, enum mctl_op op, int ifindex,
 		   uint32_t parent, uint32_t handle,

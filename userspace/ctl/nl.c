@@ -15,7 +15,9 @@
  *    mercury_qdisc_opts_decode(), the one reader of them) and xstats,
  *    which libnl would otherwise keep opaque.
  * The kernel's extended ACK message is read in the error callback, so a
- * rejection is reported in the kernel's own words.
+ * rejection is reported in the kernel's own words; mctl_nl_send() gives
+ * the same to any other request built by libnl (the selftests' fuzzer
+ * sends tbf, htb, mq, pfifo, link and neighbour requests through it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -85,7 +87,10 @@ static int mctl_nl_error_cb(struct sockaddr_nl *who, struct nlmsgerr *e,
 	return NL_STOP;
 }
 
-static int mctl_nl_setns(const char *netns)
+/* Enter network namespace @netns (a name under /run/netns, or a path);
+ * 0 or a negative errno.
+ */
+int mctl_nl_setns(const char *netns)
 {
 	char path[256];
 	int fd, err = 0;
@@ -186,6 +191,17 @@ static void mctl_nl_reset(struct mctl_nl *nl)
 	nl->extack[0] = '\0';
 }
 
+int mctl_nl_send(struct mctl_nl *nl, struct nl_msg *msg)
+{
+	mctl_nl_reset(nl);
+	return mctl_nl_result(nl, nl_send_sync(nl->sk, msg));	/* frees msg */
+}
+
+struct nl_sock *mctl_nl_sock(struct mctl_nl *nl)
+{
+	return nl->sk;
+}
+
 /* The options given, as libmercury lays them out, nested (as mercury needs). */
 static int mctl_put_opts(struct nl_msg *msg,
 			 const struct mercury_qdisc_opts *o)
@@ -227,9 +243,8 @@ int mctl_nl_modify(struct mctl_nl *nl, enum mctl_op op, int ifindex,
 	if (!err)
 		err = mctl_put_opts(msg, o);
 	if (!err)
-		err = nl_send_sync(nl->sk, msg);	/* frees msg */
-	else
-		nlmsg_free(msg);
+		return mctl_nl_send(nl, msg);
+	nlmsg_free(msg);
 	return mctl_nl_result(nl, err);
 }
 
@@ -254,7 +269,7 @@ int mctl_nl_delete(struct mctl_nl *nl, int ifindex, uint32_t parent,
 		err = rtnl_qdisc_build_delete_request(q, &msg);
 	rtnl_qdisc_put(q);
 	if (!err)
-		err = nl_send_sync(nl->sk, msg);
+		return mctl_nl_send(nl, msg);
 	return mctl_nl_result(nl, err);
 }
 
