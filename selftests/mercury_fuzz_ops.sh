@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Operation-sequence fuzzing: FUZZ_SEQS (default 4) random sequences from
+# Operation-sequence fuzzing: FUZZ_SEQS (default 20) random sequences from
 # selftests/fuzz/mercury-opfuzz (opfuzz.c): add, change, replace, graft,
 # delete, class and qdisc dumps, link down/up and rmmod/insmod, under
 # tagged TCP and UDP traffic, with mercury as root and as the child of tbf,
@@ -19,13 +19,13 @@
 source "$(dirname "$0")/lib.sh"
 mercury_load
 FZ=$MERCURY_ROOT/selftests/fuzz
-seqs=${FUZZ_SEQS:-4}
+seqs=${FUZZ_SEQS:-20}
 # make test replays one fixed seed, so a red run is always the same run;
 # FUZZ_SEED=random explores (make test-debug, the soak). opfuzz.py's seed
 # 1417820550 no longer replays its htb delete under traffic that showed
 # the checker's own false alarm (Documentation/safety.md): mercury-opfuzz
 # draws other sequences from it (mq, mq, tbf, root; no htb, no rmmod).
-# Seeds 1417820634 and up draw, in 4 sequences, every placement and
+# Seeds 1417820634 and up draw, in their first 4 sequences, every placement and
 # operation: mq with rmmod; root with rmmod; tbf with a delete; htb with
 # two deletes under traffic.
 seed=${FUZZ_SEED:-1417820634}
