@@ -170,6 +170,30 @@ with tempfile.TemporaryDirectory() as d:
         f.write("== eth0\nqdisc tbf 1: root\n garbage\n")
     check("a malformed stats file gives no counters, not a crash",
           "drops" not in report.load_runs([d])["toy"]["fifo"][0]["net"])
+# steady state: from the start of iteration 2 to the start of the last,
+# per iteration; the slower rank of a run, the median of runs
+sys.path.insert(0, here)
+import report  # noqa: E402
+check("steady interval: (5 - 1) / 2 iterations; none with 2 iterations",
+      report.steady_interval({"starts": [0, 1, 3, 5]}) == 2.0 and
+      report.steady_interval({"starts": [0, 1]}) is None)
+
+
+def steady_run(*starts):
+    return {"ok": True, "net": {}, "ranks": [
+        {"starts": list(st), "end": st[-1] + 9, "iters": len(st), "warmup": 1,
+         "batch": 4, "size": 32, "params": 1, "losses": [1.0] * len(st),
+         "param_sum": 1.0} for st in starts]}
+
+
+rows = report.summarize("toy", {"mercury": [
+    steady_run((0, 1, 3, 5), (0, 1, 5, 9)),     # slower rank: 4 s -> 0.25
+    steady_run((0, 2, 4, 6), (0, 2, 4, 6)),     # 2 s -> 0.5
+    steady_run((0, 1, 2, 3), (0, 1, 2, 3))]},   # 1 s -> 1.0
+    None)
+check("steady it/s: the slower rank per run, median of runs (0.5)",
+      rows["mercury"]["steady"] == 0.5, json.dumps(rows["mercury"]["steady"]))
+
 with tempfile.TemporaryDirectory() as d:
     make(d, mercury_loss_b=2.5)
     p, js = run(d)
