@@ -111,8 +111,7 @@ setup_pair() {
 
 # lladdr NS DEV: the MAC address of DEV.
 lladdr() {
-	$IP -n "$1" -j link show "$2" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])'
+	$IP -n "$1" -j link show "$2" | jq -r '.[0].address'
 }
 
 # rx_one_cpu NS DEV: all of DEV's receive work on CPU 0 (see setup_pair).
@@ -142,36 +141,28 @@ nobody_tree() {
 }
 
 # qdisc_stat DEV HANDLE KEY: a number from tc -j -s qdisc show (top level
-# or inside "xstats").
+# or inside "xstats"); "none" when there is no such qdisc or key. (These
+# helpers use jq and awk, not python3: the guest starts python3 in
+# seconds under the debug kernel, and the tests read counters hundreds
+# of times.)
 qdisc_stat() {
-	tcs -j -s qdisc show dev "$1" | python3 -c '
-import json, sys
-h, k = sys.argv[1], sys.argv[2]
-for q in json.load(sys.stdin):
-    if q["handle"] == h:
-        v = q.get(k, q.get("xstats", {}).get(k))
-        print(v)
-        break
-else:
-    print("none")' "$2" "$3"
+	tcs -j -s qdisc show dev "$1" | jq -r --arg h "$2" --arg k "$3" \
+		'first((.[] | select(.handle == $h) | (.[$k] // .xstats[$k]) // "none"), "none")'
 }
 
 # class_stat KEY TAG [DEV]: a per-level counter (packets, bytes, drops) from
 # tc -s class show on DEV (veth0); "none" when the level has no class (the
 # qdisc lists only levels that counted something). tc 6.1 prints classes as
-# text only, even with -j.
+# text only, even with -j: a class is "class mercury H: ...", then
+# " Sent B bytes P pkt (dropped D, ...", then "  tag T flows F".
 class_stat() {
-	tcs -s class show dev "${3:-veth0}" | python3 -c '
-import re, sys
-k, tag = sys.argv[1], int(sys.argv[2])
-for block in re.split(r"\n(?=class )", sys.stdin.read()):
-    m = re.search(r"^class mercury .*Sent (\d+) bytes (\d+) pkt \(dropped (\d+).*\n +tag (\d+) ",
-                  block, re.S)
-    if m and int(m.group(4)) == tag:
-        print({"bytes": m.group(1), "packets": m.group(2), "drops": m.group(3)}[k])
-        break
-else:
-    print("none")' "$1" "$2"
+	tcs -s class show dev "${3:-veth0}" | awk -v k="$1" -v want="$2" '
+		/^class / { m = $2 == "mercury"; next }
+		m && $1 == "Sent" { b = $2; p = $4; d = $7; sub(/,$/, "", d); next }
+		m && $1 == "tag" && $2 == want {
+			v = k == "bytes" ? b : k == "packets" ? p : d; found = 1; exit
+		}
+		END { print found ? v : "none" }'
 }
 
 # wait_backlog_zero DEV HANDLE [SECONDS]: poll until the queue drained.
@@ -224,26 +215,39 @@ start_receiver() {
 }
 
 # run_traffic REC COUNT SEND-ARGS...: a receiver in $NS_R records up to
-# COUNT packets into REC while a sender sends SEND-ARGS.
+# COUNT packets into REC while a sender sends SEND-ARGS through veth0,
+# whose root qdisc is 1:. No short idle timer: on a busy machine the
+# sender's start alone can outlast one (a receiver that had stopped after
+# 8 quiet seconds once recorded none of 400 packets). Once the sender is
+# done and the root drained, a receiver still short of COUNT (packets
+# were dropped) stops after one quiet second.
 run_traffic() {
-	local rec=$1 count=$2
+	local rec=$1 count=$2 rc=0
 	shift 2
-	start_receiver "$rec" "$count" 8
-	$IP netns exec ${SEND_NS:-$NS_S} $TRAFFIC send --dst ${DST:-$ADDR_R} "$@"
-	wait $recv_pid
+	start_receiver "$rec" "$count" 600
+	$IP netns exec ${SEND_NS:-$NS_S} $TRAFFIC send --dst ${DST:-$ADDR_R} "$@" || rc=1
+	stop_receiver "$rec" || rc=1
+	return $rc
+}
+
+# stop_receiver REC: once veth0's root qdisc 1: is empty (or gone), tell
+# the receiver of REC to stop after a quiet second, and wait for it.
+stop_receiver() {
+	local rec=$1 rc=0
+	if kill -0 $recv_pid 2>/dev/null; then
+		[ "$(qdisc_stat veth0 1: qlen)" = none ] || wait_backlog_zero veth0 1: 120 || rc=1
+		touch "$rec.stop"
+	fi
+	wait $recv_pid || rc=1
+	rm -f "$rec.stop"
+	return $rc
 }
 
 # tc_count DEV HANDLE: packets the qdisc has seen so far (sent, queued,
 # dropped), which only enqueue changes while the link is stalled.
 tc_count() {
-	tcs -j -s qdisc show dev "$1" | python3 -c '
-import json, sys
-for q in json.load(sys.stdin):
-    if q["handle"] == sys.argv[1]:
-        print(q["packets"] + q["qlen"] + q["drops"])
-        break
-else:
-    print(-1)' "$2"
+	tcs -j -s qdisc show dev "$1" | jq -r --arg h "$2" \
+		'first((.[] | select(.handle == $h) | .packets + .qlen + .drops), -1)'
 }
 
 # run_stalled REC COUNT KICK SEND-ARGS...: the deterministic fill. Needs
@@ -277,12 +281,8 @@ run_stalled() {
 	wait $spid || rc=1
 	# Once the link drained, nothing more comes: a receiver still short
 	# of COUNT (packets were dropped) stops after one quiet second.
-	if kill -0 $recv_pid 2>/dev/null; then
-		wait_backlog_zero veth0 1: 120 || rc=1
-		touch "$rec.stop"
-	fi
-	wait $recv_pid || rc=1
-	rm -f "$rec.queued" "$rec.release" "$rec.stop"
+	stop_receiver "$rec" || rc=1
+	rm -f "$rec.queued" "$rec.release"
 	return $rc
 }
 
@@ -340,7 +340,6 @@ skb_objects() {
 # sender too, so that no ARP reply (an untagged packet) enters the queue
 # under test: runs of minutes outlive the entry the receiver learnt.
 pin_reverse_neigh() {
-	$IP -n $NS_R neigh replace $ADDR_S lladdr \
-		"$($IP -n $NS_S -j link show veth0 | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["address"])')" \
+	$IP -n $NS_R neigh replace $ADDR_S lladdr "$(lladdr $NS_S veth0)" \
 		dev veth1 nud permanent
 }

@@ -19,13 +19,14 @@ R=/tmp/life.json
 # (setup_tbf $STALL_RATE) so it stays queued whatever the machine's load,
 # act on the qdisc, then release_burst: the link is raised and one kick
 # packet restarts tbf (it does not restart on change). The receiver
-# expects COUNT + 1 packets, the kick included.
+# expects COUNT + 1 packets, the kick included; it has no short idle
+# timer (what a case does while the link is stalled may take long on a
+# busy machine), and stops once the link drained.
 queued_burst() {
 	local count=$1 i
 	shift
 	rm -f $R.queued $R.release
-	start_receiver $R $((count + 1)) 30
-	RECV=$recv_pid
+	start_receiver $R $((count + 1)) 600
 	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R "$@" \
 		--queued $R.queued --release $R.release --kick kick:1:1 &
 	SENDER=$!
@@ -41,15 +42,11 @@ release_burst() {
 		burst 3000 limit 10000000 2>/dev/null
 	touch $R.release
 	wait $SENDER
-	wait $RECV
+	stop_receiver $R
 	rm -f $R.queued $R.release
 }
 
-opt() { tcs -j qdisc show dev veth0 | python3 -c '
-import json, sys
-for q in json.load(sys.stdin):
-    if q["handle"] == "10:":
-        print(q["options"][sys.argv[1]])' "$1"; }
+opt() { tcs -j qdisc show dev veth0 | jq -r --arg k "$1" '.[] | select(.handle == "10:") | .options[$k]'; }
 
 # change: options that re-rank queued packets and options that do not
 setup_tbf $STALL_RATE mercury
