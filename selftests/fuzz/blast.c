@@ -18,7 +18,8 @@
  * they go), until SIGTERM, SECONDS, or COUNT datagrams (sent round-robin
  * over the UDP flows: COUNT / UDP each). Flow i carries tag TAGS[i % n] (TAGS: a comma list, or LO-HI
  * for tags drawn at random from that range), as SO_MARK and SO_PRIORITY
- * both (tag << SHIFT), so that either tag source of the qdisc sees it.
+ * both (tag << SHIFT) and as the DSCP (its low six bits), so that every
+ * tag source of the qdisc sees it.
  * -i prints a line of rates every SECONDS. Both print their totals on
  * exit as "key value" lines.
  */
@@ -26,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -87,11 +89,19 @@ struct blast_args {
 	uint64_t	count;		/* UDP datagrams: stop after so many */
 };
 
+/* The tag in every source a qdisc may read: the DSCP (its low six bits),
+ * the mark and the priority.
+ */
 static void blast_tag(int fd, uint32_t tag, int shift)
 {
 	uint32_t v = tag << shift;
+	int tos = (v & 0x3f) << 2;
 
-	/* root in the guest: both are allowed for any value */
+	/* IP_TOS first: it also sets the socket's priority (to what the
+	 * old TOS bits map to), which SO_PRIORITY then overrides. Root in
+	 * the guest: any mark and priority are allowed.
+	 */
+	setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
 	setsockopt(fd, SOL_SOCKET, SO_MARK, &v, sizeof(v));
 	setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &v, sizeof(v));
 }

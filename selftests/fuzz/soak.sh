@@ -9,16 +9,17 @@
 #
 #   +----------------------- ns mrc-s --------------------------+  +- ns mrc-r -+
 #   | mercury-blast: 64 TCP + 8 UDP flows, tags 1..65536 as      |  | blast sink |
-#   |   mark and priority both                                   |  |            |
+#   |   mark, priority and DSCP (its low six bits) all           |  |            |
 #   | veth0: htb 1: (20mbit) -> mercury 10: levels 1..65536,     |--| veth1      |
-#   |   tag mark or priority: options change every 2 s           |  |            |
+#   |   tag mark, priority or dscp: options change every 2 s     |  |            |
 #   | kpktgend_0 --(queue_xmit, 16 entries, skb_priority across  |  +------------+
-#   |   1..65536)--> dummy0: mercury 20: root, tag priority,      |
+#   |   1..65521)--> dummy0: mercury 20: root, tag priority,      |
 #   |   levels 65536, no bypass; its limits change every 2 s      |
 #   +------------------------------------------------------------+
 # Every 10 s: packets per second through each qdisc. Every round:
 #  - mercury under htb: htb sent and dropped exactly what mercury did;
-#    veth0 transmitted what htb sent; nothing left queued anywhere;
+#    nothing left queued anywhere (veth0's own counters are not compared:
+#    it counts a TCP GSO packet once, the qdiscs count its segments);
 #  - mercury on dummy0 (only non-structural changes, so its level
 #    counters live as long as it does): the levels sum to the qdisc, and
 #    dummy0 transmitted what it sent; nothing queued;
@@ -62,13 +63,17 @@ log "seed $seed, $minutes rounds of a minute"
 # pktgen is per namespace: /proc/net/pktgen is that of the writer's, so
 # every command goes through ip netns exec (one shell for the setup).
 pgns() { $IP netns exec $NS_S sh -c "$1"; }
+# Priorities 1..65521: tags 65535 and 65536 are levels without a class of
+# their own (class minors have 16 bits and ffff is the untagged class),
+# so their packets would count in the qdisc but in no listed level, and
+# the levels could not add up to it.
 pktgen_setup() {
 	local k e cmds="p=/proc/net/pktgen; w() { echo \"\$2\" > \$p/\$1 || { echo \"pktgen refused \$2 on \$1\"; exit 1; }; }; w kpktgend_0 rem_device_all"
 	for ((k = 0; k < 16; k++)); do
 		e=dummy0@$k
 		cmds="$cmds; w kpktgend_0 'add_device $e'"
 		for c in "xmit_mode queue_xmit" "count 0" "pkt_size 200" "dst 10.199.9.9" \
-			 "dst_mac 02:00:00:00:00:01" "skb_priority $((1 + k * 4369))" "ratep 300" \
+			 "dst_mac 02:00:00:00:00:01" "skb_priority $((1 + k * 4368))" "ratep 300" \
 			 "udp_src_min 10000" "udp_src_max 10063" "flag UDPSRC_RND"; do
 			cmds="$cmds; w $e '$c'"
 		done
@@ -78,17 +83,13 @@ pktgen_setup() {
 
 stat() { qdisc_stat "$1" "$2" "$3"; }
 dev_tx() {	# packets the device transmitted plus those it dropped
-	$IP -n $NS_S -s -j link show "$1" | python3 -c '
-import json, sys
-s = json.load(sys.stdin)[0]["stats64"]["tx"]
-print(s["packets"] + s["dropped"])'
+	$IP -n $NS_S -s -j link show "$1" | jq '.[0].stats64.tx | .packets + .dropped'
 }
-level_sum() {	# level_sum DEV KEY: the sum of KEY over the levels of DEV
-	tcs -s class show dev "$1" | python3 -c '
-import re, sys
-k = {"packets": 2, "drops": 3}[sys.argv[1]]
-print(sum(int(m.group(k)) for m in re.finditer(
-    r"^class mercury .*?Sent (\d+) bytes (\d+) pkt \(dropped (\d+)", sys.stdin.read(), re.M | re.S)))' "$2"
+level_sum() {	# level_sum DEV KEY: the sum of KEY (packets, drops) over the levels of DEV
+	tcs -s class show dev "$1" | awk -v k="$2" '
+		/^class / { m = $2 == "mercury"; next }
+		m && $1 == "Sent" { d = $7; sub(/,$/, "", d); s += k == "packets" ? $4 : d; m = 0 }
+		END { print s + 0 }'
 }
 
 build_qdiscs() {
@@ -100,18 +101,28 @@ build_qdiscs() {
 }
 
 pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
+# timed CMD...: CMD, and a log line when it took more than 5 s (a control
+# operation that traffic holds up is worth seeing in the log)
+timed() {
+	local t0=${EPOCHREALTIME/./} rc ms
+	"$@"
+	rc=$?
+	ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+	[ $ms -le 5000 ] || log "slow: ${ms} ms for: $*"
+	return $rc
+}
 change_loop_once() {
 	# structural and not, on the htb child: levels, tag source, flows
-	tcs qdisc change dev veth0 parent 1:1 handle 10: mercury \
-		levels "$(pick 1 2 64 1024 65536)" tag "$(pick mark priority)" \
+	timed tcs qdisc change dev veth0 parent 1:1 handle 10: mercury \
+		levels "$(pick 1 2 64 1024 65536)" tag "$(pick mark priority dscp)" \
 		flows "$(pick 1 64 1024 65536)" limit "$(pick 10 100 2000 10000)" \
 		memory_limit "$(pick 20000 1000000 33554432)" quantum "$(pick 256 3028 65536)" \
 		untagged "$(pick first last)" || return 1
 	# limits only on dummy0, whose level counters must live all round
-	tcs qdisc change dev dummy0 root handle 20: mercury \
+	timed tcs qdisc change dev dummy0 root handle 20: mercury \
 		limit "$(pick 1 10 1000 5000)" memory_limit "$(pick 5000 100000 33554432)" \
 		quantum "$(pick 256 1514 65536)" || return 1
-	tcs -s class show dev veth0 > /dev/null && tcs -s class show dev dummy0 > /dev/null
+	timed tcs -s class show dev veth0 > /dev/null && timed tcs -s class show dev dummy0 > /dev/null
 }
 
 $IP netns exec $NS_R $FZ/mercury-blast sink -p 9000 > /dev/null &
@@ -124,7 +135,6 @@ changes=0
 bad=0
 for ((round = 1; round <= minutes; round++)); do
 	build_qdiscs || { ktap_fail "round $round: build the qdiscs"; bad=1; break; }
-	v0=$(dev_tx veth0)
 	d0=$(dev_tx dummy0)
 	$IP netns exec $NS_S $FZ/mercury-blast send -a $ADDR_R -p 9000 -T 64 -b 20000 -U 8 \
 		-g 1-65536 -s $((seed + round)) -r 2000 -l 1000 > /dev/null &
@@ -160,7 +170,6 @@ for ((round = 1; round <= minutes; round++)); do
 
 	mp=$(stat veth0 10: packets); md=$(stat veth0 10: drops)
 	hp=$(stat veth0 1: packets); hd=$(stat veth0 1: drops)
-	vt=$(($(dev_tx veth0) - v0))
 	dp=$(stat dummy0 20: packets); dd=$(stat dummy0 20: drops)
 	dt=$(($(dev_tx dummy0) - d0))
 	lp=$(level_sum dummy0 packets); ld2=$(level_sum dummy0 drops)
@@ -168,9 +177,9 @@ for ((round = 1; round <= minutes; round++)); do
 	dm=$(($(stat veth0 10: drops_memory) + $(stat dummy0 20: drops_memory)))
 	drops_limit=$((drops_limit + dl))
 	drops_memory=$((drops_memory + dm))
-	log "round $round: htb/mercury sent $mp dropped $md (htb: $hp, $hd; veth0 $vt); dummy0/mercury sent $dp dropped $dd (levels $lp, $ld2; dummy0 $dt); drops_limit $dl drops_memory $dm"
+	log "round $round: htb/mercury sent $mp dropped $md (htb: $hp, $hd); dummy0/mercury sent $dp dropped $dd (levels $lp, $ld2; dummy0 $dt); drops_limit $dl drops_memory $dm"
 	ok=1
-	[ "$mp" = "$hp" ] && [ "$md" = "$hd" ] && [ "$vt" = "$hp" ] || ok=0
+	[ "$mp" = "$hp" ] && [ "$md" = "$hd" ] || ok=0
 	[ "$lp" = "$dp" ] && [ "$ld2" = "$dd" ] && [ "$dt" = "$dp" ] || ok=0
 	for q in "veth0 10:" "veth0 1:" "dummy0 20:"; do
 		[ "$(stat $q qlen)" = 0 ] && [ "$(stat $q backlog)" = 0 ] || ok=0
