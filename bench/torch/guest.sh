@@ -20,9 +20,11 @@ PORTS=${PORTS:-2}
 RATE=${RATE:-100mbit}
 MTU=${MTU:-1500}
 LIMIT=${LIMIT:-2000}		# packets of every scheme's queue (prio: per band)
-# sch_mercury's bytes of truesize: its default (32 MB), or 8 KB per packet
-# of LIMIT if more (a forwarded skb's truesize is up to a few pages)
-MEMLIMIT=$(( LIMIT * 8 > 32768 ? LIMIT * 8 : 32768 ))kb
+# sch_mercury's bytes of truesize: its default (32 MB), or per packet of
+# LIMIT 8 KB or twice the MTU if more (a forwarded skb's truesize is up
+# to a few pages), so that a full queue drops by count, as pfifo does
+PKTMEM=$(( 2 * MTU > 8192 ? 2 * MTU : 8192 ))
+MEMLIMIT=$(( LIMIT * PKTMEM > 33554432 ? LIMIT * PKTMEM : 33554432 ))
 BURST=${BURST:-}
 [ -n "$BURST" ] || BURST=$(( 2 * (MTU + 14) > 15000 ? 2 * (MTU + 14) : 15000 ))
 WAIT=${WAIT:-3600}		# seconds the host may take between two requests
