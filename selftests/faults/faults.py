@@ -1,15 +1,27 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""mercury-ps against peers that misbehave; TAP on stdout.
+"""mercury-ps, and a program under mercury-run, against peers that
+misbehave; TAP on stdout.
 
-Each case puts a fake peer on loopback in place of the real server (for a
-worker) or of a real worker (for a server): one that closes at once, one
-that stalls, one that sends garbage, and one that sends the start of a
-frame and then resets the connection. The tool under test must exit
-non-zero within its --timeout (plus slack for a loaded, sanitized run),
-never by a signal or a sanitizer report, and say which peer failed.
+Each mercury-ps case puts a fake peer on loopback in place of the real
+server (for a worker) or of a real worker (for a server): one that closes
+at once, one that stalls, one that sends garbage, and one that sends the
+start of a frame and then resets the connection. The tool under test must
+exit non-zero within its --timeout (plus slack for a loaded, sanitized
+run), never by a signal or a sanitizer report, and say which peer failed.
+
+Each mercury-run case runs a plain program (tests/probe talk: read a
+greeting, send a 1 MiB request, read a reply) against a fake server, once
+alone and once under mercury-run and its LD_PRELOAD shim: a server that
+is not there, closes at once, stalls, sends garbage or resets mid-reply,
+and one that behaves. Under the shim the program must end within its
+timeout and see exactly what it sees alone (the shim must not turn an
+error into a hang or a crash, nor hide it), and the shim must have tagged
+its connection.
 
     faults.py --ps PATH/mercury-ps --profile tiny.json
+    faults.py --run PATH/mercury-run --probe PATH/tests/probe \
+              [--asan-runtime PATH/libasan.so.N]
 """
 import argparse
 import os
@@ -55,6 +67,15 @@ def rst(c):
     c.close()
 
 
+def garbage():
+    """4 KB of random bytes, the same each run."""
+    r = random.Random(1)
+    return bytes(r.getrandbits(8) for _ in range(4096))
+
+
+GARBAGE = garbage()
+
+
 def behave(c, mode, stop):
     """What the fake peer does on one connection."""
     try:
@@ -65,8 +86,7 @@ def behave(c, mode, stop):
             stop.wait(TIMEOUT + SLACK + 5)
             c.close()
         elif mode == "garbage":
-            r = random.Random(1)
-            c.sendall(bytes(r.getrandbits(8) for _ in range(4096)))
+            c.sendall(GARBAGE)
             stop.wait(TIMEOUT + SLACK + 5)
             c.close()
         elif mode == "reset":
@@ -83,10 +103,10 @@ def behave(c, mode, stop):
         pass
 
 
-def run(argv):
+def run(argv, env=None):
     t0 = time.time()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, env=env)
     try:
         out, err = p.communicate(timeout=TIMEOUT + SLACK)
         hung = False
@@ -107,15 +127,17 @@ def judge(what, rc, text, took, hung, peer_re):
         "%s: the error names the peer" % what, why)
 
 
-def worker_case(a, mode):
-    """A worker whose server misbehaves."""
-    port = free_port()
+def fake_server(handler, rcvbuf=None):
+    """Listen on 127.0.0.1 and run handler(conn, stop) on each connection,
+    in a thread of its own. Returns the port and a function that stops it."""
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", port))
+    if rcvbuf:
+        # before listen(): accepted sockets inherit it, window scale too
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    ls.bind(("127.0.0.1", 0))
     ls.listen(64)
     stop = threading.Event()
-    conns = []
 
     def serve():
         ls.settimeout(0.5)
@@ -126,19 +148,28 @@ def worker_case(a, mode):
                 continue
             except OSError:
                 return
-            conns.append(c)
-            threading.Thread(target=behave, args=(c, mode, stop),
+            threading.Thread(target=handler, args=(c, stop),
                              daemon=True).start()
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
+
+    def finish():
+        stop.set()
+        t.join()
+        ls.close()
+
+    return ls.getsockname()[1], finish
+
+
+def worker_case(a, mode):
+    """A worker whose server misbehaves."""
+    port, finish = fake_server(lambda c, stop: behave(c, mode, stop))
     rc, text, took, hung = run([a.ps, "worker", "--worker-id", "0", "--servers",
                                 "127.0.0.1:%d" % port, "--workers", "1",
                                 "--profile", a.profile, "--scheme", a.scheme,
                                 "--timeout", str(TIMEOUT)])
-    stop.set()
-    ls.close()
-    t.join()
+    finish()
     judge("worker, server that %s" % desc[mode], rc, text, took, hung,
           r"127\.0\.0\.1:%d" % port)
 
@@ -186,19 +217,116 @@ desc = {
     "reset": "resets mid-frame",
 }
 
+# probe talk's protocol (tests/probe.c)
+GREETING = b"hello\n"
+REQUEST = 1 << 20
+REPLY = b"done\n"
+
+# what the program sees of each server, shim or no shim
+talk_desc = {
+    "refuse": ("is not there", "connect: Connection refused"),
+    "close": ("closes at once", "greeting: end of stream after 0 of 6 bytes"),
+    "stall": ("greets, then never reads", "request: timed out"),
+    "garbage": ("sends garbage for a reply", "reply: garbage: " +
+                " ".join("%02x" % b for b in GARBAGE[:len(REPLY)])),
+    "reset": ("resets mid-reply",
+              "reply: Connection reset by peer after 2 of 5 bytes"),
+    "good": ("behaves", "done"),
+}
+
+
+def talk_peer(c, mode, stop):
+    """The server side of probe talk, or one of its misbehaviours."""
+    try:
+        if mode in ("close", "stall"):
+            if mode == "stall":
+                c.sendall(GREETING)
+            behave(c, mode, stop)
+            return
+        c.sendall(GREETING)
+        left = REQUEST
+        while left > 0:
+            b = c.recv(min(left, 65536))
+            if not b:
+                return
+            left -= len(b)
+        if mode == "garbage":
+            behave(c, mode, stop)
+        elif mode == "reset":
+            c.sendall(REPLY[:2])
+            rst(c)
+        else:
+            c.sendall(REPLY)
+            c.close()
+    except OSError:
+        pass
+
+
+def run_case(a, mode):
+    """probe talk against a fake server, alone and under mercury-run."""
+    if mode == "refuse":
+        port, finish = free_port(), lambda: None
+    else:
+        # a small window, so that a server that stops reading blocks
+        # the 1 MiB request whatever the host's tcp_rmem
+        port, finish = fake_server(lambda c, stop: talk_peer(c, mode, stop),
+                                   rcvbuf=65536)
+    probe = [a.probe, "talk", str(port), str(TIMEOUT)]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    alone = run(probe, env)
+    if a.asan_runtime:
+        # the launcher keeps it first, where ASan must be
+        env["LD_PRELOAD"] = a.asan_runtime
+    shim = run([a.run, "-v", "-s", "priority", "-r", "port=%d:tag=3" % port,
+                "--"] + probe, env)
+    finish()
+
+    what, want = talk_desc[mode]
+    what = "server that %s" % what
+    rc, text, took, hung = shim
+    # the shim's own lines (-v) apart, its output must be the program's
+    seen = "".join(l for l in text.splitlines(True)
+                   if not l.startswith("mercury-preload: "))
+    why = "alone: exit %s after %.1f s:\n%s\nunder mercury-run: exit %s " \
+          "after %.1f s:\n%s" % (alone[0], alone[2], alone[1], rc, took, text)
+    print("# %s: alone: %s after %.1f s; under mercury-run: %s after %.1f s"
+          % (what, alone[1].strip().splitlines()[-1:], alone[2],
+             seen.strip().splitlines()[-1:], took))
+    tap(not hung and not alone[3], "%s: ends within its timeout" % what, why)
+    tap(alone[1] == want + "\n" and seen == alone[1] and rc == alone[0] and
+        rc == (0 if mode == "good" else 1),
+        "%s: the program sees \"%s\", as without the shim" % (what, want),
+        why)
+    tap(re.search(r"^mercury-preload: connect: fd \d+ port %d tag 3$" % port,
+                  text, re.M) is not None and
+        not re.search(r"Sanitizer|runtime error", text),
+        "%s: the shim tagged the connection, no sanitizer report" % what, why)
+
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ps", required=True)
-    ap.add_argument("--profile", required=True)
+    ap.add_argument("--ps")
+    ap.add_argument("--profile")
     ap.add_argument("--scheme", default="mercury")
+    ap.add_argument("--run", help="mercury-run")
+    ap.add_argument("--probe", help="its tests/probe")
+    ap.add_argument("--asan-runtime",
+                    help="preloaded for a sanitized shim (ASan comes first)")
     a = ap.parse_args()
-    if not os.access(a.ps, os.X_OK):
-        print("not ok 1 %s is not built" % a.ps)
-        return 1
-    for mode in desc:
-        worker_case(a, mode)
-        server_case(a, mode)
+    if not (a.ps and a.profile) and not (a.run and a.probe):
+        ap.error("give --ps and --profile, or --run and --probe")
+    for tool in (a.ps, a.run, a.probe):
+        if tool and not os.access(tool, os.X_OK):
+            print("not ok 1 %s is not built" % tool)
+            return 1
+    if a.ps:
+        for mode in desc:
+            worker_case(a, mode)
+            server_case(a, mode)
+    if a.run:
+        for mode in talk_desc:
+            run_case(a, mode)
     print("1..%d" % n)
     return 1 if failed else 0
 

@@ -4,7 +4,8 @@
  *
  * Turns its options into the environment libmercury-preload.so reads
  * (MERCURY_RULES, MERCURY_TAG_SOURCE, MERCURY_SHIFT, MERCURY_MASK,
- * MERCURY_DEBUG), prepends the shim to LD_PRELOAD and execs the command.
+ * MERCURY_DEBUG), prepends the shim to LD_PRELOAD (behind an ASan runtime
+ * preloaded first, which must stay first) and execs the command.
  * Rules and the privilege they need are checked here, before the program
  * starts, so mistakes surface as an error instead of silently untagged
  * traffic.
@@ -88,6 +89,48 @@ static int find_shim(const char *opt, char *out, size_t len)
 	return access(out, R_OK);
 }
 
+/* Is the LD_PRELOAD entry path[0..len) an AddressSanitizer runtime? */
+static bool asan_runtime(const char *path, size_t len)
+{
+	const char *slash = memrchr(path, '/', len);
+	size_t skip = slash ? (size_t)(slash + 1 - path) : 0;
+
+	path += skip;
+	len -= skip;
+	return (len > 8 && !strncmp(path, "libasan.", 8)) ||
+	       (len > 16 && !strncmp(path, "libclang_rt.asan", 16));
+}
+
+/*
+ * The program's LD_PRELOAD: the shim in front of what was there, so its
+ * wrappers see each call first. The one exception is an ASan runtime at
+ * the head of the list, which must stay there: ASan refuses to start
+ * unless it is the first library after the program (its malloc has to
+ * interpose before any other), so without it no sanitized program, nor a
+ * sanitized shim, could run under mercury-run. Entries are separated by
+ * ':' or blanks, as ld.so reads them. NULL if out of memory.
+ */
+static char *preload_list(const char *shim, const char *old)
+{
+	size_t skip, head;
+	char *lp;
+
+	if (!old || !*old)
+		return strdup(shim);
+	skip = strspn(old, ": ");
+	head = skip + strcspn(old + skip, ": ");
+	if (!asan_runtime(old + skip, head - skip))
+		head = 0;
+	lp = malloc(strlen(shim) + strlen(old) + 2);
+	if (!lp)
+		return NULL;
+	if (head)
+		sprintf(lp, "%.*s:%s%s", (int)head, old, shim, old + head);
+	else
+		sprintf(lp, "%s:%s", shim, old);
+	return lp;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -108,10 +151,10 @@ int main(int argc, char **argv)
 	char *rules = NULL, *fixed = NULL, *lp;
 	char shim[PATH_MAX], err[256], buf[64];
 	bool force = false, dry = false, verbose = false;
-	struct mercury_tagger *t;
-	struct mrun_rule *rv;
+	struct mercury_tagger *t = NULL;
+	struct mrun_rule *rv = NULL;
 	size_t nr;
-	int opt, i, ret;
+	int opt, i, ret = 1;
 
 	env = getenv("MERCURY_RULES");
 	if (env && *env && append(&rules, env))
@@ -121,7 +164,7 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'r':
 			if (append(&rules, optarg))
-				return 1;
+				goto out;
 			break;
 		case 't':
 			snprintf(buf, sizeof(buf), "default:tag=%s", optarg);
@@ -133,7 +176,8 @@ int main(int argc, char **argv)
 			    strcmp(optarg, "dscp")) {
 				fprintf(stderr, "mercury-run: --source %s: expected mark, priority or dscp\n",
 					optarg);
-				return 2;
+				ret = 2;
+				goto out;
 			}
 			setenv("MERCURY_TAG_SOURCE", optarg, 1);
 			break;
@@ -157,30 +201,35 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			ret = 0;
+			goto out;
 		default:
 			usage(stderr);
-			return 2;
+			ret = 2;
+			goto out;
 		}
 	}
+	ret = 2;
 	if (optind >= argc) {
 		fprintf(stderr, "mercury-run: no command (mercury-run [options] -- CMD)\n");
-		return 2;
+		goto out;
 	}
-	if (fixed && append(&rules, fixed))
-		return 1;
+	if (fixed && append(&rules, fixed)) {
+		ret = 1;
+		goto out;
+	}
 	if (!rules) {
 		fprintf(stderr, "mercury-run: no rules: give --rule, --tag or MERCURY_RULES\n");
-		return 2;
+		goto out;
 	}
 	if (mrun_rules_parse(rules, &rv, &nr, err, sizeof(err))) {
 		fprintf(stderr, "mercury-run: rules: %s\n", err);
-		return 2;
+		goto out;
 	}
 	/* The same checks the shim will do, but loudly and before the job. */
 	if (mercury_tag_opts_from_env(&to) || mercury_tagger_new(&to, &t)) {
 		fprintf(stderr, "mercury-run: %s\n", mercury_last_error());
-		return 2;
+		goto out;
 	}
 	for (i = 0; i < (int)nr; i++) {
 		uint32_t v;
@@ -188,35 +237,27 @@ int main(int argc, char **argv)
 		if (mercury_tagger_value(t, rv[i].tag, &v)) {
 			fprintf(stderr, "mercury-run: rule %d: %s\n", i + 1,
 				mercury_last_error());
-			return 2;
+			goto out;
 		}
 	}
-	ret = mercury_tagger_probe(t, mrun_rules_max_tag(rv, nr));
-	if (ret && !force) {
+	ret = 1;
+	if (mercury_tagger_probe(t, mrun_rules_max_tag(rv, nr)) && !force) {
 		fprintf(stderr, "mercury-run: %s\n", mercury_last_error());
-		return 1;
+		goto out;
 	}
-	mercury_tagger_free(t);
-	free(rv);
-
 	if (find_shim(preload_opt, shim, sizeof(shim))) {
 		fprintf(stderr, "mercury-run: cannot find %s (tried %s); use --preload\n",
 			SHIM, shim);
-		return 1;
+		goto out;
 	}
 	setenv("MERCURY_RULES", rules, 1);
 	if (verbose)
 		setenv("MERCURY_DEBUG", "1", 1);
-	env = getenv("LD_PRELOAD");
-	if (env && *env) {
-		lp = malloc(strlen(shim) + strlen(env) + 2);
-		if (!lp)
-			return 1;
-		sprintf(lp, "%s:%s", shim, env);
-	} else {
-		lp = strdup(shim);
-	}
+	lp = preload_list(shim, getenv("LD_PRELOAD"));
+	if (!lp)
+		goto out;
 	setenv("LD_PRELOAD", lp, 1);
+	free(lp);
 	if (dry) {
 		static const char *const vars[] = {
 			"LD_PRELOAD", "MERCURY_RULES", "MERCURY_TAG_SOURCE",
@@ -228,9 +269,20 @@ int main(int argc, char **argv)
 				printf("%s=%s\n", vars[i], getenv(vars[i]));
 		for (i = optind; i < argc; i++)
 			printf("%s%s", argv[i], i + 1 < argc ? " " : "\n");
-		return 0;
+		ret = 0;
+		goto out;
 	}
 	execvp(argv[optind], argv + optind);
 	fprintf(stderr, "mercury-run: %s: %s\n", argv[optind], strerror(errno));
-	return errno == ENOENT ? 127 : 126;
+	ret = errno == ENOENT ? 127 : 126;
+	/*
+	 * Everything freed on the way out, though the process ends here: a
+	 * sanitized mercury-run (the faults suite) fails on any leak.
+	 */
+out:
+	mercury_tagger_free(t);
+	free(rv);
+	free(fixed);
+	free(rules);
+	return ret;
 }

@@ -5,10 +5,10 @@
  * In the style of cwrap's socket_wrapper: each exported wrapper (connect,
  * accept, accept4, sendto, sendmsg, and the calls that retire or reuse an
  * fd number: close, close_range, dup, dup2, dup3, fcntl's F_DUPFD) runs the
- * mercury logic and then the real libc symbol, bound lazily with
- * dlsym(RTLD_NEXT). Configuration comes only from the environment
+ * mercury logic and then the real libc symbol, found with dlsym(RTLD_NEXT)
+ * as the shim loads. Configuration comes only from the environment
  * (MERCURY_RULES, MERCURY_TAG_SOURCE, MERCURY_SHIFT, MERCURY_MASK,
- * MERCURY_DEBUG), read once. The shim never breaks the program: bad
+ * MERCURY_DEBUG), read then, once. The shim never breaks the program: bad
  * configuration or a failed setsockopt is reported once on stderr and the
  * call goes through untagged.
  *
@@ -168,6 +168,22 @@ static void mrun_init(void)
 static void init(void)
 {
 	pthread_once(&mrun.once, mrun_init);
+}
+
+/*
+ * Set up as the shim loads, while the program has one thread. Left to the
+ * first wrapped call, the setup could be under way in one thread while
+ * another forks; the child, whose pthread_once restarts a setup that a
+ * fork cut short, ran it again: under ASan (gcc 12's allocator is not
+ * guarded across fork) its first malloc waited for ever on a lock the
+ * parent's thread held, and without it the child could end up with the
+ * atfork handler registered twice, so that its own next fork would take
+ * the lock twice. The wrappers still call init(): another library's
+ * constructor may call one before this runs.
+ */
+__attribute__((constructor)) static void mrun_load(void)
+{
+	init();
 }
 
 static bool is_inet(const struct sockaddr *sa)

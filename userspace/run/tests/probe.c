@@ -18,8 +18,17 @@
  *                             tags each) while the program forks N children
  *                             that close an fd, send and exit; prints how
  *                             many children hung
+ *   probe talk PORT SECONDS   a client of a tiny protocol, for the faults
+ *                             suite's misbehaving peers: connect, read the
+ *                             greeting "hello\n", send a 1 MiB request,
+ *                             read the reply "done\n"; every wait ends after
+ *                             SECONDS. Prints one line, the outcome ("done",
+ *                             or the step and what went wrong), and exits 0
+ *                             only on "done". No tag is printed: the output
+ *                             must be the same with and without the shim.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -30,6 +39,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -136,6 +146,95 @@ static int forkstorm(int n)
 	return 0;
 }
 
+#define TALK_REQUEST	(1 << 20)
+
+/*
+ * Read exactly len bytes of a reply and compare them with want. Prints
+ * the outcome and returns 0 only if they arrived and match.
+ */
+static int talk_read(int fd, const char *step, const char *want, size_t len)
+{
+	char got[16];
+	size_t n = 0;
+	ssize_t r = 0;
+
+	while (n < len && (r = recv(fd, got + n, len - n, 0)) > 0)
+		n += r;
+	if (n < len) {
+		printf("%s: %s after %zu of %zu bytes\n", step,
+		       !r ? "end of stream" :
+		       errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" :
+		       strerror(errno), n, len);
+		return 1;
+	}
+	if (memcmp(got, want, len)) {
+		printf("%s: garbage:", step);
+		for (n = 0; n < len; n++)
+			printf(" %02x", (unsigned char)got[n]);
+		printf("\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int talk(struct sockaddr_in *a, int seconds)
+{
+	struct timeval tv = { .tv_sec = seconds };
+	/* whatever the host's tcp_wmem, a peer that stops reading blocks */
+	int fd, sndbuf = 65536;
+	static char req[65536];
+	struct timespec now, end;
+	size_t sent = 0;
+	long left;
+	ssize_t r;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)))
+		return perror("setsockopt"), 2;
+	if (connect(fd, (struct sockaddr *)a, sizeof(*a))) {
+		printf("connect: %s\n", strerror(errno));
+		return 1;
+	}
+	if (talk_read(fd, "greeting", "hello\n", 6))
+		return 1;
+	memset(req, 'q', sizeof(req));
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += seconds;
+	while (sent < TALK_REQUEST) {
+		/*
+		 * The whole request within SECONDS: a send that timed out
+		 * after a little progress returns it, and a stalled peer's
+		 * kernel can keep making a little room.
+		 */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = (end.tv_sec - now.tv_sec) * 1000000L +
+		       (end.tv_nsec - now.tv_nsec) / 1000;
+		if (left <= 0) {
+			printf("request: timed out\n");
+			return 1;
+		}
+		tv.tv_sec = left / 1000000;
+		tv.tv_usec = left % 1000000;
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		/* sendto without an address: through the shim's wrapper */
+		r = sendto(fd, req, TALK_REQUEST - sent < sizeof(req) ?
+			   TALK_REQUEST - sent : sizeof(req), MSG_NOSIGNAL,
+			   NULL, 0);
+		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			printf("request: %s\n", strerror(errno));
+			return 1;
+		}
+		if (r > 0)
+			sent += r;
+	}
+	if (talk_read(fd, "reply", "done\n", 5))
+		return 1;
+	printf("done\n");
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
@@ -197,6 +296,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 4 && !strcmp(argv[1], "forkstorm"))
 		return forkstorm(atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "talk"))
+		return talk(&a, atoi(argv[3]));
 	if (argc == 2 && !strcmp(argv[1], "accept")) {
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 1) ||
@@ -210,6 +311,6 @@ int main(int argc, char **argv)
 		show(s);
 		return 0;
 	}
-	fprintf(stderr, "usage: probe connect|sendto|reuse|dup2|dup3|dup|dupfd|closerange PORT | probe forkstorm PORT N | probe accept\n");
+	fprintf(stderr, "usage: probe connect|sendto|reuse|dup2|dup3|dup|dupfd|closerange PORT | probe forkstorm PORT N | probe talk PORT SECONDS | probe accept\n");
 	return 2;
 }
