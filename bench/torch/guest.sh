@@ -100,8 +100,26 @@ stats() {
 	done
 }
 
+# sampler FILE: every half second, the guest's uptime and each port's
+# transmitted bytes (builtins only, but sleep: cheap in the slow guest),
+# so that the report can tell when the link was busy during a run.
+sampler() {
+	local t rest b line d
+	while :; do
+		read -r t rest < /proc/uptime
+		line=$t
+		for d in "${ports[@]:0:$PORTS}"; do
+			read -r b < "/sys/class/net/$d/statistics/tx_bytes"
+			line="$line $b"
+		done
+		echo "$line"
+		sleep 0.5
+	done > "$1"
+}
+
 echo ready > "$OUT/guest.ready"
 n=0
+spid=""
 while :; do
 	req=$OUT/req.$n
 	t=0
@@ -110,11 +128,14 @@ while :; do
 		t=$((t + 1))
 	done
 	[ -e "$req" ] || { ktap_fail "no request $n from the host in ${WAIT}s"; break; }
+	[ -n "$spid" ] && { kill "$spid"; wait "$spid"; spid=""; } 2>/dev/null
 	[ $n -gt 0 ] && stats > "$OUT/stats.$((n - 1))"
 	read -r scheme < "$req"
 	[ "$scheme" = done ] && { ktap_ok "served $n schemes"; break; }
 	if set_scheme "$scheme"; then
 		stats > "$OUT/ack.$n.tmp"
+		sampler "$OUT/util.$n" &
+		spid=$!
 	else
 		echo "FAILED" > "$OUT/ack.$n.tmp"
 	fi

@@ -32,7 +32,7 @@ LABEL = {"ddp": "stock DDP", "fifo": "mercury.torch, pfifo",
 # a FIFO and fair queueing, and is compared with fifo-stream too.
 
 
-def load_runs(outs):
+def load_runs(outs, rate="?"):
     """The runs of every directory of outs (several boots' runs pooled)."""
     runs = {}
     for out in outs:
@@ -51,6 +51,7 @@ def load_runs(outs):
                             ranks.append(json.load(g))
                 net = dict(tcp_delta(out, tag) or {})
                 net.update(guest_queue(out, req) or {})
+                net.update(link_use(out, req, rate) or {})
                 runs.setdefault(model, {}).setdefault(scheme, []).append(
                     {"rep": int(rep), "ranks": ranks, "ok": len(ranks) == 2,
                      "net": net})
@@ -116,6 +117,47 @@ def guest_queue(out, req):
     return {"wire_bytes": sent, "drops": dropped}
 
 
+def rate_bytes(rate):
+    """Bytes per second of a tc rate ("30mbit", "1gbit", "500kbit",
+    "2000bit"); None if it is none of these."""
+    for unit, mult in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1)):
+        if rate.endswith(unit):
+            try:
+                return float(rate[:-len(unit)]) * mult / 8
+            except ValueError:
+                return None
+    return None
+
+
+def link_use(out, req, rate):
+    """How busy the guest's ports were during request req's run, from
+    guest.sh's samples (uptime, then each port's tx bytes, every 0.5 s):
+    over the training window (first to last sample in which a port sent
+    anything), the mean share of the link rate used, and the share of
+    half-second samples in which the busier port used under a tenth of
+    it. None without samples."""
+    bps = rate_bytes(rate)
+    try:
+        with open(os.path.join(out, "util.%d" % req)) as f:
+            rows = [[float(x) for x in line.split()] for line in f if line.strip()]
+    except (OSError, ValueError):
+        return None
+    rows = [r for r in rows if len(r) == len(rows[0])] if rows else []
+    if not bps or len(rows) < 3 or len(rows[0]) < 2:
+        return None
+    steps = [(b[0] - a[0], [y - x for x, y in zip(a[1:], b[1:])])
+             for a, b in zip(rows, rows[1:]) if b[0] > a[0]]
+    moving = [i for i, (_, d) in enumerate(steps) if max(d) > 0]
+    if not moving:
+        return None
+    win = steps[moving[0]:moving[-1] + 1]
+    secs = sum(dt for dt, _ in win)
+    nports = len(win[0][1])
+    busy = sum(sum(d) for _, d in win) / (bps * secs * nports)
+    idle = sum(1 for dt, d in win if max(d) < 0.1 * bps * dt) / len(win)
+    return {"link_busy": busy, "link_idle": idle, "window_s": secs}
+
+
 def iter_times(rk):
     """Per-iteration wall time of one rank: start to next start; the last
     iteration ends when its step has been applied (worker.py's end)."""
@@ -158,7 +200,8 @@ def summarize(model, schemes, out):
         sums = [[k["param_sum"] for k in r["ranks"]] for r in ok]
         rk = ok[0]["ranks"][0]
         net = {k: statistics.median(r["net"][k] for r in ok)
-               for k in ("retrans", "rto", "spurious_rto", "drops", "wire_bytes")
+               for k in ("retrans", "rto", "spurious_rto", "drops", "wire_bytes",
+                         "link_busy", "link_idle")
                if all(k in r["net"] for r in ok)}
         # Phases of every iteration after the first (worker.py), both
         # ranks: forward, the part of it blocked on the network,
@@ -196,7 +239,7 @@ def rel(a, b):
 
 
 def report(out, rate, also=()):
-    runs = load_runs([out] + list(also))
+    runs = load_runs([out] + list(also), rate)
     text, js = [], {"rate": rate, "models": {}}
     for model in sorted(runs):
         rows = summarize(model, runs[model], out)
@@ -235,14 +278,20 @@ def report(out, rate, also=()):
                     "start of the last, what a long job sees)" % any_row["iters"])
         nets = [s for s in SCHEMES if s in rows and rows[s]["net"]]
         if nets:
-            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s" % (
-                "", "retrans", "RTOs", "spurious", "drops", "wire MB"))
+            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s %6s %6s" % (
+                "", "retrans", "RTOs", "spurious", "drops", "wire MB", "busy", "idle"))
             for s in nets:
                 n = rows[s]["net"]
-                text.append("    %-36s %9s %6s %8s %8s %9s" % (LABEL[s], *(
+                text.append("    %-36s %9s %6s %8s %8s %9s %6s %6s" % (LABEL[s], *(
                     "%d" % n[k] if k in n else "-"
                     for k in ("retrans", "rto", "spurious_rto", "drops")),
-                    "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-"))
+                    "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-",
+                    *("%.0f%%" % (100 * n[k]) if k in n else "-"
+                      for k in ("link_busy", "link_idle"))))
+            if any("link_busy" in rows[s]["net"] for s in nets):
+                text.append("    (busy: the ports' mean share of the link rate over "
+                            "the run; idle: half-seconds in which both ports used "
+                            "under a tenth of it)")
         phs = [s for s in SCHEMES if s in rows and rows[s]["phases"]]
         if phs:
             # Compute that the network slows (a CPU it shares: here the

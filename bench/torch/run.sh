@@ -51,7 +51,7 @@ SCHEMES=${BT_SCHEMES:-ddp fifo fifo1 prio mercury}
 RATE=${BT_RATE:-30mbit}
 MTU=${BT_MTU:-1500}
 REPEAT=${BT_REPEAT:-2}
-ITERS=${BT_ITERS:-4}
+ITERS=${BT_ITERS:-6}
 WARMUP=${BT_WARMUP:-1}
 CHANNELS=${BT_CHANNELS:-8}
 LIMIT=${BT_LIMIT:-2000}
@@ -72,7 +72,7 @@ die() { echo "bench-torch: $*" >&2; exit 1; }
 	die "$PY has no torch/torchvision (scripts/install-deps.sh)"
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
-rm -rf "$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out/guest.ready"
+rm -rf "$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out"/util.* "$out/guest.ready"
 mkdir -p "$out/runs"
 
 echo "bench-torch: building"

@@ -186,6 +186,23 @@ def steady_run(*starts):
          "param_sum": 1.0} for st in starts]}
 
 
+# link use from guest.sh's samples (uptime, tx bytes of each port), at
+# 8000bit = 1000 bytes/s: the window is the three half-seconds in which
+# a port moved; 760 bytes over 1.5 s and 2 ports is 760/3000 of the link;
+# one of the three samples (10 bytes) is under a tenth of it
+with tempfile.TemporaryDirectory() as d:
+    with open(os.path.join(d, "util.0"), "w") as f:
+        f.write("0.0 0 0\n0.5 0 0\n1.0 500 0\n1.5 500 250\n2.0 510 250\n2.5 510 250\n")
+    u = report.link_use(d, 0, "8000bit")
+    check("link use: busy share over the moving window, idle samples",
+          u is not None and abs(u["link_busy"] - 760 / 3000) < 1e-12 and
+          abs(u["link_idle"] - 1 / 3) < 1e-12 and u["window_s"] == 1.5, json.dumps(u))
+    check("link use: none without samples or with an unknown rate",
+          report.link_use(d, 1, "8000bit") is None and report.link_use(d, 0, "?") is None)
+    check("rates: 30mbit, 1gbit, 500kbit in bytes per second",
+          report.rate_bytes("30mbit") == 3.75e6 and report.rate_bytes("1gbit") == 1.25e8
+          and report.rate_bytes("500kbit") == 62500 and report.rate_bytes("x") is None)
+
 rows = report.summarize("toy", {"mercury": [
     steady_run((0, 1, 3, 5), (0, 1, 5, 9)),     # slower rank: 4 s -> 0.25
     steady_run((0, 2, 4, 6), (0, 2, 4, 6)),     # 2 s -> 0.5
