@@ -7,6 +7,7 @@ itself (a guest boot, tens of minutes) stays out of make test."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -217,5 +218,50 @@ with tempfile.TemporaryDirectory() as d:
     check("a differing mercury.torch loss is reported",
           js is not None and js["models"]["toy"]["mercury_losses_identical"] is False
           and "NOT identical" in p.stdout, p.stdout + p.stderr)
+# the prediction at the carried rate: every run's samples give a busy
+# share of 0.5 of 10mbit (625000 bytes/s on each of 2 ports over 2 s), so
+# the simulator is run again at 5 Mbit/s on the run's profile (a shipped
+# one) and MTU; its ratio must be what mercury-sim itself gives there
+sim = os.path.join(here, "..", "..", "userspace", "sim", "mercury-sim")
+with tempfile.TemporaryDirectory() as d:
+    make(d)
+    shutil.copy(os.path.join(here, "..", "..", "profiles", "h200", "resnet50.json"),
+                os.path.join(d, "profile-toy.json"))
+    with open(os.path.join(d, "torch.env"), "w") as f:
+        f.write("RATE=10mbit\nMTU=9000\n")
+    for req in range(3):
+        with open(os.path.join(d, "util.%d" % req), "w") as f:
+            f.write("0.0 0 0\n1.0 625000 625000\n2.0 1250000 1250000\n")
+    p, js = run(d)
+    want = {}
+    for sch in ("fifo-stream", "mercury"):
+        q = subprocess.run([sim, "--profile", os.path.join(d, "profile-toy.json"),
+                            "--workers", "2", "--servers", "2", "--bandwidth", "5mbit",
+                            "--mtu", "9000", "--scheme", sch, "--json"],
+                           capture_output=True, text=True)
+        want[sch] = json.loads(q.stdout)["results"][0]["iteration_ms"] if q.returncode == 0 else None
+    pr = js["models"]["toy"]["predicted"] if js else {}
+    check("prediction at the carried rate: mercury-sim at busy share x rate",
+          None not in want.values() and pr.get("carried_bps") == 5e6 and
+          abs(pr.get("mercury_vs_fifo_carried", 0) - want["fifo-stream"] / want["mercury"])
+          < 1e-9 and "at the rate the link carried (median busy share of the "
+          "mercury.torch runs 50%: 5.0 Mbit/s)" in p.stdout, p.stdout + p.stderr)
+
+# BT_SCHEMES without the 8-channel pfifo (ddp fifo1 prio mercury): the
+# report is made, compares with the one channel, and omits 8 over 1
+with tempfile.TemporaryDirectory() as d:
+    make(d)
+    for f in os.listdir(os.path.join(d, "runs")):
+        if ".fifo." in f:
+            os.remove(os.path.join(d, "runs", f))
+    with open(os.path.join(d, "runs", "index")) as f:
+        kept = [line for line in f if ".fifo." not in line]
+    with open(os.path.join(d, "runs", "index"), "w") as f:
+        f.writelines(kept)
+    p, js = run(d)
+    check("a run without pfifo's 8 channels is reported against 1 channel",
+          p.returncode == 0 and "with 1 channel (a true FIFO): measured 1.750x" in p.stdout
+          and "8 channels over 1" not in p.stdout
+          and "fifo" not in js["models"]["toy"]["schemes"], p.stdout + p.stderr)
 print("1..%d" % n)
 sys.exit(1 if fails else 0)
