@@ -250,6 +250,18 @@ tc_count() {
 		'first((.[] | select(.handle == $h) | .packets + .qlen + .drops), -1)'
 }
 
+# wait_queued REC WANT: wait (at most 300 s) until the sender said it
+# queued everything (REC.queued) and veth0's root qdisc counts WANT
+# packets; fails if it never does.
+wait_queued() {
+	local i
+	for ((i = 0; i < 3000; i++)); do
+		[ -e "$1.queued" ] && [ "$(tc_count veth0 1:)" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 # run_stalled REC COUNT KICK SEND-ARGS...: the deterministic fill. Needs
 # the link stalled by "setup_tbf $STALL_RATE ...". The sender sends
 # SEND-ARGS while the link holds everything but tbf's first burst; once
@@ -261,7 +273,7 @@ tc_count() {
 STALL_RATE=8bit
 RELEASE_RATE=100mbit
 run_stalled() {
-	local rec=$1 count=$2 kick=$3 want i spid rc=0
+	local rec=$1 count=$2 kick=$3 want spid rc=0
 	shift 3
 	want=$((count - ${kick##*:}))
 	rm -f "$rec.queued" "$rec.release"
@@ -269,11 +281,7 @@ run_stalled() {
 	$IP netns exec ${SEND_NS:-$NS_S} $TRAFFIC send --dst ${DST:-$ADDR_R} "$@" \
 		--queued "$rec.queued" --release "$rec.release" --kick "$kick" &
 	spid=$!
-	for ((i = 0; i < 3000; i++)); do
-		[ -e "$rec.queued" ] && [ "$(tc_count veth0 1:)" -ge $want ] && break
-		sleep 0.1
-	done
-	[ "$(tc_count veth0 1:)" -ge $want ] ||
+	wait_queued "$rec" $want ||
 		{ log "run_stalled: only $(tc_count veth0 1:) of $want packets queued"; rc=1; }
 	tcs qdisc change dev veth0 root handle 1: tbf rate $RELEASE_RATE burst 3000 limit 10000000 ||
 		rc=1

@@ -55,10 +55,7 @@ rm -f $R.queued $R.release
 $IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --gap 0.005 $bursts \
 	--queued $R.queued --release $R.release &
 SEND=$!
-for ((i = 0; i < 3000; i++)); do
-	[ -e $R.queued ] && [ "$(tc_count veth0 1:)" -ge "$first" ] && break
-	sleep 0.1
-done
+wait_queued $R "$first"
 queued=$(tc_count veth0 1:)
 stalled_drops=$(qdisc_stat veth0 10: drops)
 log "stalled: $queued of $first packets reached the link, mercury dropped $stalled_drops"
