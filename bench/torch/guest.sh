@@ -102,9 +102,12 @@ stats() {
 
 # sampler FILE: every half second, the guest's uptime and each port's
 # transmitted bytes (builtins only, but sleep: cheap in the slow guest),
-# so that the report can tell when the link was busy during a run.
+# so that the report can tell when the link was busy during a run; and
+# into FILE.cpu the uptime and the CPU time of all vCPUs from
+# /proc/stat's first line (user nice system idle iowait irq softirq, in
+# ticks), so that it can tell whether the guest had CPU to spare.
 sampler() {
-	local t rest b line d
+	local t rest b line d cpu
 	while :; do
 		read -r t rest < /proc/uptime
 		line=$t
@@ -113,8 +116,10 @@ sampler() {
 			line="$line $b"
 		done
 		echo "$line"
+		read -r cpu rest < /proc/stat
+		echo "$t $rest" >&3
 		sleep 0.5
-	done > "$1"
+	done > "$1" 3> "$1.cpu"
 }
 
 echo ready > "$OUT/guest.ready"

@@ -52,6 +52,9 @@ def load_runs(outs, rate="?"):
                 net = dict(tcp_delta(out, tag) or {})
                 net.update(guest_queue(out, req) or {})
                 net.update(link_use(out, req, rate) or {})
+                hc = host_cpu(out, tag)
+                if hc is not None:
+                    net["host_cpu"] = hc
                 runs.setdefault(model, {}).setdefault(scheme, []).append(
                     {"rep": int(rep), "ranks": ranks, "ok": len(ranks) == 2,
                      "net": net})
@@ -94,6 +97,29 @@ def tcp_delta(out, tag):
         for key, name in TCP_COUNTERS:
             tot[key] = tot.get(key, 0) + b.get(name, 0) - a.get(name, 0)
     return tot
+
+
+def cpu_busy(a, b):
+    """The share of CPU time not idle between two /proc/stat cpu lines'
+    tick lists (user nice system idle iowait irq softirq steal ...);
+    None if no time passed."""
+    total = sum(b[:8]) - sum(a[:8])
+    idle = (b[3] + b[4]) - (a[3] + a[4])
+    return (total - idle) / total if total > 0 else None
+
+
+def host_cpu(out, tag):
+    """The host's CPU busy share over one run (run.sh's TAG.cpu0/cpu1)."""
+    try:
+        ticks = []
+        for k in (0, 1):
+            with open(os.path.join(out, "runs", "%s.cpu%d" % (tag, k))) as f:
+                ticks.append([float(x) for x in f.read().split()[1:]])
+    except (OSError, ValueError):
+        return None
+    if min(len(t) for t in ticks) < 8:
+        return None
+    return cpu_busy(*ticks)
 
 
 def guest_queue(out, req):
@@ -155,7 +181,27 @@ def link_use(out, req, rate):
     nports = len(win[0][1])
     busy = sum(sum(d) for _, d in win) / (bps * secs * nports)
     idle = sum(1 for dt, d in win if max(d) < 0.1 * bps * dt) / len(win)
-    return {"link_busy": busy, "link_idle": idle, "window_s": secs}
+    res = {"link_busy": busy, "link_idle": idle, "window_s": secs}
+    cpu = guest_cpu(out, req, rows[moving[0]][0], rows[moving[-1] + 1][0])
+    if cpu is not None:
+        res["guest_cpu"] = cpu
+    return res
+
+
+def guest_cpu(out, req, t0, t1):
+    """The share of the guest's CPU time (all vCPUs) not idle between
+    uptimes t0 and t1, from guest.sh's FILE.cpu samples (uptime, then
+    /proc/stat's cpu ticks). None
+    without two samples in the window."""
+    try:
+        with open(os.path.join(out, "util.%d.cpu" % req)) as f:
+            rows = [[float(x) for x in line.split()] for line in f if line.strip()]
+    except (OSError, ValueError):
+        return None
+    rows = [r for r in rows if len(r) >= 6 and t0 <= r[0] <= t1]
+    if len(rows) < 2:
+        return None
+    return cpu_busy(rows[0][1:], rows[-1][1:])
 
 
 def iter_times(rk):
@@ -201,7 +247,7 @@ def summarize(model, schemes, out):
         rk = ok[0]["ranks"][0]
         net = {k: statistics.median(r["net"][k] for r in ok)
                for k in ("retrans", "rto", "spurious_rto", "drops", "wire_bytes",
-                         "link_busy", "link_idle")
+                         "link_busy", "link_idle", "guest_cpu", "host_cpu")
                if all(k in r["net"] for r in ok)}
         # Phases of every iteration after the first (worker.py), both
         # ranks: forward, the part of it blocked on the network,
@@ -315,20 +361,23 @@ def report(out, rate, also=()):
                     "start of the last, what a long job sees)" % any_row["iters"])
         nets = [s for s in SCHEMES if s in rows and rows[s]["net"]]
         if nets:
-            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s %6s %6s" % (
-                "", "retrans", "RTOs", "spurious", "drops", "wire MB", "busy", "idle"))
+            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s %6s %6s %6s %6s" % (
+                "", "retrans", "RTOs", "spurious", "drops", "wire MB", "busy", "idle",
+                "gCPU", "hCPU"))
             for s in nets:
                 n = rows[s]["net"]
-                text.append("    %-36s %9s %6s %8s %8s %9s %6s %6s" % (LABEL[s], *(
+                text.append("    %-36s %9s %6s %8s %8s %9s %6s %6s %6s %6s" % (LABEL[s], *(
                     "%d" % n[k] if k in n else "-"
                     for k in ("retrans", "rto", "spurious_rto", "drops")),
                     "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-",
                     *("%.0f%%" % (100 * n[k]) if k in n else "-"
-                      for k in ("link_busy", "link_idle"))))
+                      for k in ("link_busy", "link_idle", "guest_cpu", "host_cpu"))))
             if any("link_busy" in rows[s]["net"] for s in nets):
                 text.append("    (busy: the ports' mean share of the link rate over "
                             "the run; idle: half-seconds in which both ports used "
-                            "under a tenth of it)")
+                            "under a tenth of it; gCPU: the guest's vCPUs' share "
+                            "not idle over the same window; hCPU: the host's "
+                            "cores' over the run)")
         phs = [s for s in SCHEMES if s in rows and rows[s]["phases"]]
         if phs:
             # Compute that the network slows (a CPU it shares: here the

@@ -194,13 +194,16 @@ done
 
 # net_counters TAG SUFFIX: each namespace's TCP counters, before (net0)
 # and after (net1) a run; report.py diffs them: retransmissions and
-# timeouts say what the queue did to the senders.
+# timeouts say what the queue did to the senders. Also the host's CPU
+# ticks (TAG.cpu0/cpu1: how busy the cores the ranks and the guest share
+# were).
 net_counters() {
 	local i
 	for i in 0 1; do
 		ip netns exec "${ns[$i]}" cat /proc/net/snmp /proc/net/netstat \
 			> "$out/runs/$1.r$i.$2"
 	done
+	head -n 1 /proc/stat > "$out/runs/$1.cpu${2#net}"
 }
 
 # run_ranks SCHEME MODEL TAG CHANNELS: both ranks, each in its namespace.

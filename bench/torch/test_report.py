@@ -198,6 +198,25 @@ with tempfile.TemporaryDirectory() as d:
     check("link use: busy share over the moving window, idle samples",
           u is not None and abs(u["link_busy"] - 760 / 3000) < 1e-12 and
           abs(u["link_idle"] - 1 / 3) < 1e-12 and u["window_s"] == 1.5, json.dumps(u))
+    # guest CPU over the same window (uptime 0.5-2.0): 2 vCPUs, ticks
+    # user nice system idle iowait irq softirq; 300 ticks pass, 90 of
+    # them idle or iowait: 70% busy; samples outside the window ignored
+    with open(os.path.join(d, "util.0.cpu"), "w") as f:
+        f.write("0.0 0 0 0 0 0 0 0\n0.5 10 0 10 50 0 0 30\n"
+                "1.0 40 0 20 80 0 0 60\n2.0 100 0 50 120 20 0 110\n"
+                "2.5 300 0 300 120 20 0 110\n")
+    u = report.link_use(d, 0, "8000bit")
+    check("guest CPU: the share of ticks not idle or iowait within the window",
+          u is not None and abs(u["guest_cpu"] - 210 / 300) < 1e-12, json.dumps(u))
+    # the host's ticks before and after a run (run.sh's TAG.cpu0/cpu1)
+    os.makedirs(os.path.join(d, "runs"))
+    with open(os.path.join(d, "runs", "t.cpu0"), "w") as f:
+        f.write("cpu  100 0 100 700 100 0 0 0 0 0\n")
+    with open(os.path.join(d, "runs", "t.cpu1"), "w") as f:
+        f.write("cpu  400 0 200 800 100 0 100 0 0 0\n")
+    check("host CPU: 500 of 600 ticks not idle over the run",
+          abs(report.host_cpu(d, "t") - 500 / 600) < 1e-12 and
+          report.host_cpu(d, "none") is None)
     check("link use: none without samples or with an unknown rate",
           report.link_use(d, 1, "8000bit") is None and report.link_use(d, 0, "?") is None)
     check("rates: 30mbit, 1gbit, 500kbit in bytes per second",

@@ -22,6 +22,14 @@ its connection.
     faults.py --ps PATH/mercury-ps --profile tiny.json
     faults.py --run PATH/mercury-run --probe PATH/tests/probe \
               [--asan-runtime PATH/libasan.so.N]
+    faults.py --py-lib PATH/libmercury.so.0 --py-path userspace/python \
+              [--asan-runtime PATH/libasan.so.N]
+
+The Python cases run libmercury's binding over the (sanitized) library:
+a ChannelSet whose receiver closes, stalls, sends garbage or resets, and
+a Receiver whose sender does; each must end within the timeout, exit 1
+with the library's error naming the peer's address (a stalled sender:
+poll() returns, and the program gives up on its own).
 """
 import argparse
 import os
@@ -304,6 +312,109 @@ def run_case(a, mode):
         "%s: the shim tagged the connection, no sanitizer report" % what, why)
 
 
+# libmercury's Python binding (userspace/python/mercury) over the
+# sanitized library: a child python3 per case, so that a crash or a
+# sanitizer report ends the child, not this script.
+PY_CHILD = r"""
+import socket, sys, time
+sys.path.insert(0, sys.argv[1])
+import mercury
+role, port, timeout = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+try:
+    if role == "send":
+        cs = mercury.ChannelSet.connect("127.0.0.1", port, 2,
+                                        source="priority", qdisc_check="off",
+                                        timeout_ms=int(timeout * 1000))
+        for i in range(32):
+            cs.send(i, 1 + i % 2, b"\x5a" * (1 << 20))
+        cs.close()
+    else:
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", port))
+        ls.listen(1)
+        ls.settimeout(timeout + 30)
+        c, _ = ls.accept()
+        rx = mercury.Receiver([c])
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            rx.poll(100)
+            for t in rx:
+                print("tensor %d" % t[0])
+        print("error: nothing but silence for %.0f s" % timeout)
+        sys.exit(1)
+except mercury.MercuryError as e:
+    print("error: %s" % e)
+    sys.exit(1)
+print("done")
+"""
+
+py_desc = {
+    "close": "closes at once",
+    "stall": "stalls",
+    "garbage": "sends garbage",
+    "reset": "resets mid-frame",
+}
+
+
+def py_case(a, role, mode):
+    """A ChannelSet (send) whose receiver, or a Receiver (recv) whose
+    sender, misbehaves. The error must name the peer's address; a
+    receiver's stalled peer makes no error in the library (poll returns
+    0), so there the child's own timeout ends it."""
+    env = dict(os.environ, MERCURY_LIB=a.py_lib,
+               ASAN_OPTIONS="exitcode=%d:detect_leaks=0" % SANITIZER_EXIT)
+    if a.asan_runtime:
+        env["LD_PRELOAD"] = a.asan_runtime
+    stop = threading.Event()
+    holder = {}
+    if role == "send":
+        port, finish = fake_server(lambda c, st: behave(c, mode, st),
+                                   rcvbuf=65536)
+        peer = r"127\.0\.0\.1:%d" % port
+    else:
+        port = free_port()
+
+        def fake():
+            deadline = time.time() + SLACK
+            while time.time() < deadline and not stop.is_set():
+                try:
+                    c = socket.create_connection(("127.0.0.1", port),
+                                                 timeout=1)
+                except OSError:
+                    time.sleep(0.1)
+                    continue
+                holder["port"] = c.getsockname()[1]
+                behave(c, mode, stop)
+                return
+
+        t = threading.Thread(target=fake, daemon=True)
+        t.start()
+
+        def finish():
+            stop.set()
+            t.join()
+        peer = None
+    rc, text, took, hung = run([sys.executable, "-c", PY_CHILD, a.py_path,
+                                role, str(port), str(TIMEOUT)], env)
+    finish()
+    if peer is None:
+        peer = r"127\.0\.0\.1:%d" % holder.get("port", -1)
+    what = "python %s, %s that %s" % (
+        "ChannelSet" if role == "send" else "Receiver",
+        "receiver" if role == "send" else "sender", py_desc[mode])
+    if role == "recv" and mode == "stall":
+        print("# %s: exit %s after %.1f s: %s" % (what, rc, took,
+                                                 text.strip().splitlines()[-1:]))
+        why = "exit %s after %.1f s:\n%s" % (rc, took, text)
+        tap(not hung, "%s: ends within its timeout" % what, why)
+        tap(rc == 1 and "nothing but silence" in text,
+            "%s: poll() keeps returning, no signal, no sanitizer report" % what,
+            why)
+        return
+    judge(what, rc, text, took, hung, peer)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ps")
@@ -312,10 +423,15 @@ def main():
     ap.add_argument("--run", help="mercury-run")
     ap.add_argument("--probe", help="its tests/probe")
     ap.add_argument("--asan-runtime",
-                    help="preloaded for a sanitized shim (ASan comes first)")
+                    help="preloaded for a sanitized shim or library "
+                    "(ASan comes first)")
+    ap.add_argument("--py-lib", help="libmercury.so.0 for the Python cases")
+    ap.add_argument("--py-path", help="userspace/python, the mercury module")
     a = ap.parse_args()
-    if not (a.ps and a.profile) and not (a.run and a.probe):
-        ap.error("give --ps and --profile, or --run and --probe")
+    if (not (a.ps and a.profile) and not (a.run and a.probe) and
+            not (a.py_lib and a.py_path)):
+        ap.error("give --ps and --profile, --run and --probe, or --py-lib "
+                 "and --py-path")
     for tool in (a.ps, a.run, a.probe):
         if tool and not os.access(tool, os.X_OK):
             print("not ok 1 %s is not built" % tool)
@@ -327,6 +443,10 @@ def main():
     if a.run:
         for mode in talk_desc:
             run_case(a, mode)
+    if a.py_lib:
+        for role in ("send", "recv"):
+            for mode in py_desc:
+                py_case(a, role, mode)
     print("1..%d" % n)
     return 1 if failed else 0
 

@@ -17,7 +17,9 @@
 #     its server and as one of its workers, and in front of the plain
 #     probe under the sanitized mercury-run (a server that is not there,
 #     closes at once, stalls, sends garbage, resets mid-reply), which must
-#     see what it sees without the shim.
+#     see what it sees without the shim, and in front of libmercury's
+#     Python ChannelSet and Receiver (a peer that closes, stalls, sends
+#     garbage, resets mid-frame), whose errors must name the peer.
 # Any sanitizer report fails the run (exit code 99, never recovered).
 # The sanitized shim loads into an unsanitized program with the ASan
 # runtime preloaded before it (ASan must be the first library; UBSan's
@@ -122,5 +124,16 @@ faults mercury-ps --ps "$w/userspace/ps/mercury-ps" \
 	--profile "$top/userspace/ps/tests/fixtures/tiny.json"
 faults mercury-run --run "$run/mercury-run" --probe "$run/tests/probe" \
 	--asan-runtime "$asan"
+# and in front of libmercury's Python binding (ChannelSet, Receiver) over
+# the sanitized library, in a plain python3 with the library's ASan
+# runtime preloaded
+lib=$w/userspace/lib/libmercury.so.0
+libasan=$(ldd "$lib" 2>/dev/null | awk '$1 ~ /^libasan\./ { print $3 }')
+if [ -n "$libasan" ]; then
+	faults "libmercury (Python)" --py-lib "$lib" --py-path "$top/userspace/python" \
+		--asan-runtime "$libasan"
+else
+	nok "libmercury.so.0 is not sanitized (no libasan in ldd $lib)"
+fi
 echo "1..$n"
 [ $fails = 0 ]

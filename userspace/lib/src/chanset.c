@@ -92,6 +92,8 @@ struct chan {
 	unsigned int cur_tag;		/* tag the socket carries, ~0: unknown */
 	unsigned int class;		/* preferred tag */
 	int fd;
+	char peer[MERCURY_PEER_STRLEN];	/* for errors, taken at creation:
+					 * a reset socket has no peer name */
 	bool no_nsd;			/* SIOCOUTQNSD unsupported on fd */
 	bool broken;			/* a frame was cut short here */
 };
@@ -277,6 +279,7 @@ MERCURY_API int mercury_chanset_new(const int *fds, size_t n,
 					   fds[i]);
 		}
 		cs->c[i].fd = fds[i];
+		mercury_peer_str(fds[i], cs->c[i].peer, sizeof(cs->c[i].peer));
 	}
 	err = chanset_check(cs, fds);
 	if (err) {
@@ -385,6 +388,7 @@ MERCURY_API int mercury_chanset_connect(const char *host, const char *port,
 			return mercury_ret(fd);
 		}
 		cs->c[i].fd = fd;
+		mercury_peer_str(fd, cs->c[i].peer, sizeof(cs->c[i].peer));
 		fds[i] = fd;
 	}
 	err = chanset_check(cs, fds);
@@ -445,8 +449,9 @@ static int chan_refresh(struct chan *c, enum mercury_outq_mode mode)
 		return 0;
 	if (mode == MERCURY_OUTQ_KERNEL) {
 		if (ioctl(c->fd, SIOCOUTQ, &outq) < 0)
-			return mercury_err(errno, "chanset: SIOCOUTQ on fd %d: %s",
-					   c->fd, strerror(errno));
+			return mercury_err(errno, "chanset: SIOCOUTQ on %s: %s",
+					   c->peer,
+					   strerror(errno));
 		if ((uint64_t)outq > c->written)
 			outq = c->written;	/* bytes written behind our back */
 		c->drained = c->written - outq;
@@ -460,8 +465,9 @@ static int chan_refresh(struct chan *c, enum mercury_outq_mode mode)
 			if (errno != ENOTTY && errno != EOPNOTSUPP &&
 			    errno != EINVAL)
 				return mercury_err(errno,
-						   "chanset: SIOCOUTQNSD on fd %d: %s",
-						   c->fd, strerror(errno));
+						   "chanset: SIOCOUTQNSD on %s: %s",
+						   c->peer,
+						   strerror(errno));
 			c->no_nsd = true;
 			nsd = outq;
 		}
@@ -817,8 +823,8 @@ static int chan_flush(struct mercury_chanset *cs, size_t i, bool *wrote)
 		if (c->broken) {
 			cs->failed = i;
 			return mercury_err(EIO,
-					   "chanset: connection %zu (fd %d) is unusable: an earlier error cut a frame short there",
-					   i, c->fd);
+					   "chanset: connection %zu (%s) is unusable: an earlier error cut a frame short there",
+					   i, c->peer);
 		}
 		if (!f->done && !f->no_tag) {
 			if (cs->tagger) {
@@ -849,8 +855,10 @@ static int chan_flush(struct mercury_chanset *cs, size_t i, bool *wrote)
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return 0;
 			cs->failed = i;
-			return mercury_err(errno, "chanset: write on fd %d: %s",
-					   c->fd, strerror(errno));
+			err = errno;
+			return mercury_err(err, "chanset: write to %s: %s",
+					   c->peer,
+					   strerror(err));
 		}
 		*wrote = true;
 		if (f->batch && f->batch == cs->batch && !f->done)
@@ -1169,8 +1177,9 @@ static int send_timeout(struct mercury_chanset *cs)
 	for (i = 0; i < cs->n; i++)
 		if (cs->c[i].out)
 			return mercury_err(ETIMEDOUT,
-					   "chanset: fd %d took no bytes for %d ms",
-					   cs->c[i].fd, cs->timeout_ms);
+					   "chanset: %s took no bytes for %d ms",
+					   cs->c[i].peer,
+					   cs->timeout_ms);
 	return mercury_err(ETIMEDOUT,
 			   "chanset send: every connection held %llu bytes (the in-flight cap) or more for %d ms",
 			   (unsigned long long)cs->inflight, cs->timeout_ms);

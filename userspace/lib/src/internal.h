@@ -35,6 +35,13 @@ int mercury_err(int err, const char *fmt, ...) __printf(2, 3);
  */
 int mercury_quiet(int err, const char *fmt, ...) __printf(2, 3);
 
+/*
+ * tag.c: how an error names the other end of fd: "ADDR:PORT (fd N)" for a
+ * connected IP socket, else "fd N". Returns buf.
+ */
+#define MERCURY_PEER_STRLEN 80
+const char *mercury_peer_str(int fd, char *buf, size_t len);
+
 /* Keep errno == -ret for negative ret (the libbpf convention). */
 static inline int mercury_ret(int ret)
 {

@@ -23,6 +23,7 @@
  * its tensors first after every stall, whatever arrived first).
  */
 #include <poll.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ struct rx_conn {
 	uint64_t left;			/* payload bytes still to come */
 	uint64_t bytes, frames;		/* for mercury_rx_conn_stats() */
 	int fd;
+	char peer[MERCURY_PEER_STRLEN];	/* of a socket, for errors */
 	bool closed;
 };
 
@@ -77,6 +79,7 @@ struct mercury_rx {
 	uint64_t held;			/* pending + done, bytes */
 	size_t max_pending;
 	size_t rr;			/* rx_poll serves from here next time */
+	size_t last_closed;		/* the connection that closed last */
 	unsigned char *rbuf;		/* READ_BUF bytes */
 	/* dest mode: the caller's buffers, see mercury_rx_opts */
 	int (*dest)(void *ctx, size_t conn, const struct mercury_frame *f,
@@ -160,6 +163,9 @@ MERCURY_API int mercury_rx_add(struct mercury_rx *rx, int fd)
 	rx->conns = c;
 	memset(&c[rx->nconns], 0, sizeof(*c));
 	c[rx->nconns].fd = fd;
+	if (fd >= 0)
+		mercury_peer_str(fd, c[rx->nconns].peer,
+				 sizeof(c[rx->nconns].peer));
 	return rx->nconns++;
 }
 
@@ -359,6 +365,23 @@ static int rx_frame_end(struct mercury_rx *rx, size_t conn, uint64_t n,
 	return 1;
 }
 
+/*
+ * The error just set (a bad header, a chunk that contradicts the tensor),
+ * again with the connection, and the peer of a socket, in front: a
+ * malformed frame's message says where it came from.
+ */
+static int rx_conn_err(struct mercury_rx *rx, size_t conn, int err)
+{
+	struct rx_conn *c = &rx->conns[conn];
+	char why[256];
+
+	snprintf(why, sizeof(why), "%s", mercury_last_error());
+	if (c->fd < 0)
+		return mercury_err(-err, "rx: connection %zu: %s", conn, why);
+	return mercury_err(-err, "rx: connection %zu (%s): %s", conn, c->peer,
+			   why);
+}
+
 /* The header in c->hdr is complete: check it, find the payload's place. */
 static int rx_header(struct mercury_rx *rx, size_t conn, bool *stop)
 {
@@ -369,14 +392,14 @@ static int rx_header(struct mercury_rx *rx, size_t conn, bool *stop)
 	c->hdr_got = 0;
 	err = mercury_frame_decode(c->hdr, sizeof(c->hdr), &c->f);
 	if (err < 0)
-		return err;
+		return rx_conn_err(rx, conn, err);
 	err = pend_get(rx, &c->f, &c->cur);
 	if (err)
-		return err;
+		return rx_conn_err(rx, conn, err);
 	err = span_claim(c->cur, c->f.offset, c->f.offset + c->f.chunk_len);
 	if (err) {
 		c->cur = NULL;
-		return err;
+		return rx_conn_err(rx, conn, err);
 	}
 	c->dst = NULL;
 	if (rx->dest) {
@@ -471,7 +494,7 @@ static int rx_read_direct(struct mercury_rx *rx, size_t conn, bool *eof,
 			  bool *none)
 {
 	struct rx_conn *c = &rx->conns[conn];
-	int reads, done = 0, r;
+	int reads, done = 0, r, err;
 	bool stop = false;
 	size_t want;
 	ssize_t n;
@@ -491,8 +514,10 @@ static int rx_read_direct(struct mercury_rx *rx, size_t conn, bool *eof,
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
-			return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
-					   strerror(errno));
+			err = errno;
+			return mercury_err(err, "rx: read from %s: %s",
+					   c->peer,
+					   strerror(err));
 		}
 		if (!n) {
 			*eof = true;
@@ -520,6 +545,7 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 	bool eof = false, none;
 	struct rx_conn *c;
 	ssize_t r;
+	int err;
 
 	if (!rx || conn >= rx->nconns || rx->conns[conn].fd < 0)
 		return mercury_err(EINVAL, "rx read: bad connection %zu", conn);
@@ -534,9 +560,12 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 		do
 			r = read(c->fd, rx->rbuf, READ_BUF);
 		while (r < 0 && errno == EINTR);
-		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return mercury_err(errno, "rx: read on fd %d: %s", c->fd,
-					   strerror(errno));
+		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			err = errno;
+			return mercury_err(err, "rx: read from %s: %s",
+					   c->peer,
+					   strerror(err));
+		}
 		if (r > 0)
 			return mercury_rx_feed(rx, conn, rx->rbuf, r);
 		eof = !r;
@@ -545,13 +574,14 @@ MERCURY_API int mercury_rx_read(struct mercury_rx *rx, size_t conn)
 		return mercury_quiet(EAGAIN, "rx: connection %zu has no bytes yet",
 				     conn);
 	c->closed = true;
+	rx->last_closed = conn;
 	if (c->cur || c->hdr_got)
 		return mercury_err(ECONNRESET,
-				   "rx: connection %zu closed inside a frame",
-				   conn);
+				   "rx: connection %zu (%s) closed inside a frame",
+				   conn, c->peer);
 	return mercury_quiet(ENOTCONN,
-			     "rx: connection %zu closed by the peer between frames",
-			     conn);
+			     "rx: connection %zu (%s) closed by the peer between frames",
+			     conn, c->peer);
 }
 
 MERCURY_API int mercury_rx_conn_stats(const struct mercury_rx *rx, size_t conn,
@@ -590,6 +620,10 @@ MERCURY_API int mercury_rx_poll(struct mercury_rx *rx, int timeout_ms)
 	}
 	if (!n) {
 		free(pfd);
+		if (rx->nconns && rx->conns[rx->last_closed].closed)
+			return mercury_quiet(ENOTCONN,
+					     "rx poll: every connection is closed, the last by %s",
+					     rx->conns[rx->last_closed].peer);
 		return mercury_quiet(ENOTCONN, "rx poll: every connection is closed");
 	}
 	r = poll(pfd, rx->nconns, timeout_ms);

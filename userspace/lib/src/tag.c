@@ -17,8 +17,10 @@
  * the tag changes. The cache cannot see close()/dup2() behind its back,
  * hence mercury_tagger_forget().
  */
+#include <arpa/inet.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -56,6 +58,28 @@ struct sockopt_loc {
 	const char *str;
 	bool mapped;			/* AF_INET6 with an IPv4-mapped address */
 };
+
+const char *mercury_peer_str(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	char ip[INET6_ADDRSTRLEN];
+	socklen_t sl = sizeof(ss);
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		ss.ss_family = AF_UNSPEC;
+	if (ss.ss_family == AF_INET &&
+	    inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip)))
+		snprintf(buf, len, "%s:%u (fd %d)", ip, ntohs(s4->sin_port), fd);
+	else if (ss.ss_family == AF_INET6 &&
+		 inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip)))
+		snprintf(buf, len, "[%s]:%u (fd %d)", ip, ntohs(s6->sin6_port),
+			 fd);
+	else
+		snprintf(buf, len, "fd %d", fd);
+	return buf;
+}
 
 static bool v4_mapped(int fd)
 {

@@ -279,7 +279,53 @@ static void test_reassembly_errors(void **state)
 	/* Garbage is refused, not parsed. */
 	memset(s, 'x', 40);
 	assert_int_equal(mercury_rx_feed(rx, 0, s, 40), -EBADMSG);
+	/* the message says which connection sent it */
+	assert_non_null(strstr(mercury_last_error(), "rx: connection 0: frame: bad magic"));
 	mercury_rx_free(rx);
+}
+
+/* Garbage, or a frame cut short, on a TCP connection: the error names the
+ * peer's address, so that a user knows which host sent it.
+ */
+static void test_rx_names_peer(void **state)
+{
+	struct mercury_rx *rx;
+	char want[64];
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int c[2][2], i, k;
+
+	(void)state;
+	assert_int_equal(mercury_rx_new(NULL, &rx), 0);
+	for (i = 0; i < 2; i++) {
+		tcp_pair(c[i]);
+		assert_int_equal(mercury_rx_add(rx, c[i][1]), i);
+	}
+	assert_int_equal(write(c[0][0], "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 40), 40);
+	assert_int_equal(getsockname(c[0][0], (struct sockaddr *)&a, &len), 0);
+	snprintf(want, sizeof(want), "rx: connection 0 (127.0.0.1:%u (fd %d)): frame: bad magic",
+		 ntohs(a.sin_port), c[0][1]);
+	assert_int_equal(mercury_rx_poll(rx, 5000), -EBADMSG);
+	assert_non_null(strstr(mercury_last_error(), want));
+
+	assert_int_equal(write(c[1][0], "MRCY", 4), 4);
+	len = sizeof(a);
+	assert_int_equal(getsockname(c[1][0], (struct sockaddr *)&a, &len), 0);
+	close(c[1][0]);
+	snprintf(want, sizeof(want), "rx: connection 1 (127.0.0.1:%u (fd %d)) closed inside a frame",
+		 ntohs(a.sin_port), c[1][1]);
+	for (k = 0; k < 5000; k++) {
+		i = mercury_rx_read(rx, 1);	/* 4 header bytes, then EOF */
+		if (i != 0 && i != -EAGAIN)
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(i, -ECONNRESET);
+	assert_non_null(strstr(mercury_last_error(), want));
+	mercury_rx_free(rx);
+	close(c[0][0]);
+	close(c[0][1]);
+	close(c[1][1]);
 }
 
 /* Write one whole tensor (id, len bytes of id's low byte) as one frame. */
@@ -399,6 +445,7 @@ static void test_socket_partial_io(void **state)
 	struct sender s = { .len = LEN };
 	struct mercury_tensor t;
 	int sp[2][2], i, r, done = 0, small = 4096;
+	char msg[80];
 	struct mercury_rx *rx;
 	uint64_t seed = 7;
 	pthread_t th;
@@ -442,6 +489,9 @@ static void test_socket_partial_io(void **state)
 	assert_int_equal(mercury_rx_read(rx, 1), 0);	/* 4 bytes of header */
 	assert_int_equal(mercury_rx_read(rx, 1), -ECONNRESET);
 	assert_int_equal(mercury_rx_poll(rx, 0), -ENOTCONN);
+	/* AF_UNIX: no address, the fd names the last to close */
+	snprintf(msg, sizeof(msg), "every connection is closed, the last by fd %d", sp[1][1]);
+	assert_non_null(strstr(mercury_last_error(), msg));
 	mercury_rx_free(rx);
 	close(sp[0][1]);
 	close(sp[1][1]);
@@ -457,6 +507,7 @@ int main(void)
 		cmocka_unit_test(test_reassembly_errors),
 		cmocka_unit_test(test_socket_partial_io),
 		cmocka_unit_test(test_rx_poll_fair),
+		cmocka_unit_test(test_rx_names_peer),
 	};
 
 	return cmocka_run_group_tests_name("frame", tests, NULL, NULL);

@@ -395,7 +395,8 @@ static int queue_to_closed_peer(void)
 		return 4;
 	if (failed != 1)
 		return 5;
-	if (!strstr(mercury_last_error(), "write on fd"))
+	/* an AF_UNIX peer has no address: the fd names it */
+	if (!strstr(mercury_last_error(), "write to fd "))
 		return 6;
 	mercury_chanset_free(cs);
 	return 0;
