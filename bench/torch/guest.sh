@@ -103,11 +103,12 @@ stats() {
 # sampler FILE: every half second, the guest's uptime and each port's
 # transmitted bytes (builtins only, but sleep: cheap in the slow guest),
 # so that the report can tell when the link was busy during a run; and
-# into FILE.cpu the uptime and the CPU time of all vCPUs from
-# /proc/stat's first line (user nice system idle iowait irq softirq, in
-# ticks), so that it can tell whether the guest had CPU to spare.
+# into FILE.cpu the uptime and the CPU time of all vCPUs and of each
+# from /proc/stat's cpu lines (10 tick counts each: user nice system
+# idle iowait irq softirq steal guest guest_nice), so that it can tell
+# whether the guest, or one of its vCPUs, had time to spare.
 sampler() {
-	local t rest b line d cpu
+	local t rest b line d cpu cpus
 	while :; do
 		read -r t rest < /proc/uptime
 		line=$t
@@ -116,8 +117,11 @@ sampler() {
 			line="$line $b"
 		done
 		echo "$line"
-		read -r cpu rest < /proc/stat
-		echo "$t $rest" >&3
+		cpus=$t
+		while read -r cpu rest; do
+			case $cpu in cpu*) cpus="$cpus $rest" ;; *) break ;; esac
+		done < /proc/stat
+		echo "$cpus" >&3
 		sleep 0.5
 	done > "$1" 3> "$1.cpu"
 }

@@ -182,26 +182,33 @@ def link_use(out, req, rate):
     busy = sum(sum(d) for _, d in win) / (bps * secs * nports)
     idle = sum(1 for dt, d in win if max(d) < 0.1 * bps * dt) / len(win)
     res = {"link_busy": busy, "link_idle": idle, "window_s": secs}
-    cpu = guest_cpu(out, req, rows[moving[0]][0], rows[moving[-1] + 1][0])
-    if cpu is not None:
-        res["guest_cpu"] = cpu
+    res.update(guest_cpu(out, req, rows[moving[0]][0], rows[moving[-1] + 1][0]))
     return res
 
 
 def guest_cpu(out, req, t0, t1):
-    """The share of the guest's CPU time (all vCPUs) not idle between
-    uptimes t0 and t1, from guest.sh's FILE.cpu samples (uptime, then
-    /proc/stat's cpu ticks). None
-    without two samples in the window."""
+    """How busy the guest was between uptimes t0 and t1, from guest.sh's
+    FILE.cpu samples (uptime, then /proc/stat's cpu lines, 10 ticks each:
+    all vCPUs, then each): guest_cpu, the share of all vCPUs' time not
+    idle; guest_cpu_max, the busiest vCPU's. {} without two samples in
+    the window."""
     try:
         with open(os.path.join(out, "util.%d.cpu" % req)) as f:
             rows = [[float(x) for x in line.split()] for line in f if line.strip()]
     except (OSError, ValueError):
-        return None
-    rows = [r for r in rows if len(r) >= 6 and t0 <= r[0] <= t1]
+        return {}
+    rows = [r for r in rows if len(r) == 11 or (len(r) > 11 and (len(r) - 1) % 10 == 0)]
+    rows = [r for r in rows if t0 <= r[0] <= t1 and len(r) == len(rows[0])]
     if len(rows) < 2:
-        return None
-    return cpu_busy(rows[0][1:], rows[-1][1:])
+        return {}
+    a, b = rows[0], rows[-1]
+    groups = [cpu_busy(a[1 + 10 * g:11 + 10 * g], b[1 + 10 * g:11 + 10 * g])
+              for g in range((len(a) - 1) // 10)]
+    res = {"guest_cpu": groups[0]} if groups[0] is not None else {}
+    per = [g for g in groups[1:] if g is not None]
+    if per:
+        res["guest_cpu_max"] = max(per)
+    return res
 
 
 def iter_times(rk):
@@ -247,7 +254,8 @@ def summarize(model, schemes, out):
         rk = ok[0]["ranks"][0]
         net = {k: statistics.median(r["net"][k] for r in ok)
                for k in ("retrans", "rto", "spurious_rto", "drops", "wire_bytes",
-                         "link_busy", "link_idle", "guest_cpu", "host_cpu")
+                         "link_busy", "link_idle", "guest_cpu", "guest_cpu_max",
+                         "host_cpu")
                if all(k in r["net"] for r in ok)}
         # Phases of every iteration after the first (worker.py), both
         # ranks: forward, the part of it blocked on the network,
@@ -361,23 +369,24 @@ def report(out, rate, also=()):
                     "start of the last, what a long job sees)" % any_row["iters"])
         nets = [s for s in SCHEMES if s in rows and rows[s]["net"]]
         if nets:
-            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s %6s %6s %6s %6s" % (
+            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s %6s %6s %6s %6s %6s" % (
                 "", "retrans", "RTOs", "spurious", "drops", "wire MB", "busy", "idle",
-                "gCPU", "hCPU"))
+                "gCPU", "gMax", "hCPU"))
             for s in nets:
                 n = rows[s]["net"]
-                text.append("    %-36s %9s %6s %8s %8s %9s %6s %6s %6s %6s" % (LABEL[s], *(
+                text.append("    %-36s %9s %6s %8s %8s %9s %6s %6s %6s %6s %6s" % (LABEL[s], *(
                     "%d" % n[k] if k in n else "-"
                     for k in ("retrans", "rto", "spurious_rto", "drops")),
                     "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-",
                     *("%.0f%%" % (100 * n[k]) if k in n else "-"
-                      for k in ("link_busy", "link_idle", "guest_cpu", "host_cpu"))))
+                      for k in ("link_busy", "link_idle", "guest_cpu",
+                                "guest_cpu_max", "host_cpu"))))
             if any("link_busy" in rows[s]["net"] for s in nets):
                 text.append("    (busy: the ports' mean share of the link rate over "
                             "the run; idle: half-seconds in which both ports used "
                             "under a tenth of it; gCPU: the guest's vCPUs' share "
-                            "not idle over the same window; hCPU: the host's "
-                            "cores' over the run)")
+                            "not idle over the same window, gMax: the busiest "
+                            "vCPU's; hCPU: the host's cores' over the run)")
         phs = [s for s in SCHEMES if s in rows and rows[s]["phases"]]
         if phs:
             # Compute that the network slows (a CPU it shares: here the

@@ -198,16 +198,25 @@ with tempfile.TemporaryDirectory() as d:
     check("link use: busy share over the moving window, idle samples",
           u is not None and abs(u["link_busy"] - 760 / 3000) < 1e-12 and
           abs(u["link_idle"] - 1 / 3) < 1e-12 and u["window_s"] == 1.5, json.dumps(u))
-    # guest CPU over the same window (uptime 0.5-2.0): 2 vCPUs, ticks
-    # user nice system idle iowait irq softirq; 300 ticks pass, 90 of
-    # them idle or iowait: 70% busy; samples outside the window ignored
+    # guest CPU over the same window (uptime 0.5-2.0): all vCPUs, then
+    # vCPU 0 and 1, 10 ticks each (user nice system idle iowait irq
+    # softirq steal guest guest_nice); all: 300 ticks pass, 90 idle or
+    # iowait: 70% busy; vCPU 0 150 of 150 busy, vCPU 1 60 of 150;
+    # samples outside the window ignored
+    z = " 0 0 0"
     with open(os.path.join(d, "util.0.cpu"), "w") as f:
-        f.write("0.0 0 0 0 0 0 0 0\n0.5 10 0 10 50 0 0 30\n"
-                "1.0 40 0 20 80 0 0 60\n2.0 100 0 50 120 20 0 110\n"
-                "2.5 300 0 300 120 20 0 110\n")
+        for t, al, c0, c1 in (
+                ("0.0", "0 0 0 0 0 0 0", "0 0 0 0 0 0 0", "0 0 0 0 0 0 0"),
+                ("0.5", "10 0 10 50 0 0 30", "10 0 0 0 0 0 20", "0 0 10 50 0 0 10"),
+                ("2.0", "100 0 50 120 20 0 110", "60 0 20 0 0 0 100",
+                 "40 0 30 120 20 0 10"),
+                ("2.5", "300 0 300 120 20 0 110", "0 0 0 0 0 0 0", "0 0 0 0 0 0 0")):
+            f.write(" ".join([t, al + z, c0 + z, c1 + z]) + "\n")
     u = report.link_use(d, 0, "8000bit")
-    check("guest CPU: the share of ticks not idle or iowait within the window",
-          u is not None and abs(u["guest_cpu"] - 210 / 300) < 1e-12, json.dumps(u))
+    check("guest CPU: the share of ticks not idle or iowait within the window, "
+          "and the busiest vCPU's",
+          u is not None and abs(u["guest_cpu"] - 210 / 300) < 1e-12 and
+          abs(u["guest_cpu_max"] - 1.0) < 1e-12, json.dumps(u))
     # the host's ticks before and after a run (run.sh's TAG.cpu0/cpu1)
     os.makedirs(os.path.join(d, "runs"))
     with open(os.path.join(d, "runs", "t.cpu0"), "w") as f:

@@ -170,6 +170,36 @@ def fake_server(handler, rcvbuf=None):
     return ls.getsockname()[1], finish
 
 
+def fake_client(port, mode):
+    """Connect to 127.0.0.1:port once it listens (retrying for SLACK
+    seconds), then misbehave (behave()), in a thread of its own. Returns
+    a dict that gets the client's own port ("port") once connected, and
+    a function that stops it."""
+    stop = threading.Event()
+    holder = {}
+
+    def fake():
+        deadline = time.time() + SLACK
+        while time.time() < deadline and not stop.is_set():
+            try:
+                c = socket.create_connection(("127.0.0.1", port), timeout=1)
+            except OSError:
+                time.sleep(0.1)
+                continue
+            holder["port"] = c.getsockname()[1]
+            behave(c, mode, stop)
+            return
+
+    t = threading.Thread(target=fake, daemon=True)
+    t.start()
+
+    def finish():
+        stop.set()
+        t.join()
+
+    return holder, finish
+
+
 def worker_case(a, mode):
     """A worker whose server misbehaves."""
     port, finish = fake_server(lambda c, stop: behave(c, mode, stop))
@@ -191,27 +221,10 @@ def server_case(a, mode):
     srv = [a.ps, "server", "--server-id", "0"] + common
     good = subprocess.Popen([a.ps, "worker", "--worker-id", "0"] + common,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    stop = threading.Event()
-    holder = {}
-
-    def fake():
-        # connect once the server listens, then misbehave
-        deadline = time.time() + SLACK
-        while time.time() < deadline and not stop.is_set():
-            try:
-                c = socket.create_connection(("127.0.0.1", port), timeout=1)
-            except OSError:
-                time.sleep(0.1)
-                continue
-            holder["port"] = c.getsockname()[1]
-            behave(c, mode, stop)
-            return
-
-    t = threading.Thread(target=fake, daemon=True)
-    t.start()
+    # connects once the server listens, then misbehaves
+    holder, finish = fake_client(port, mode)
     rc, text, took, hung = run(srv)
-    stop.set()
-    t.join()
+    finish()
     good.send_signal(signal.SIGKILL)
     good.wait()
     judge("server, worker that %s" % desc[mode], rc, text, took, hung,
@@ -366,34 +379,13 @@ def py_case(a, role, mode):
                ASAN_OPTIONS="exitcode=%d:detect_leaks=0" % SANITIZER_EXIT)
     if a.asan_runtime:
         env["LD_PRELOAD"] = a.asan_runtime
-    stop = threading.Event()
-    holder = {}
     if role == "send":
         port, finish = fake_server(lambda c, st: behave(c, mode, st),
                                    rcvbuf=65536)
         peer = r"127\.0\.0\.1:%d" % port
     else:
         port = free_port()
-
-        def fake():
-            deadline = time.time() + SLACK
-            while time.time() < deadline and not stop.is_set():
-                try:
-                    c = socket.create_connection(("127.0.0.1", port),
-                                                 timeout=1)
-                except OSError:
-                    time.sleep(0.1)
-                    continue
-                holder["port"] = c.getsockname()[1]
-                behave(c, mode, stop)
-                return
-
-        t = threading.Thread(target=fake, daemon=True)
-        t.start()
-
-        def finish():
-            stop.set()
-            t.join()
+        holder, finish = fake_client(port, mode)
         peer = None
     rc, text, took, hung = run([sys.executable, "-c", PY_CHILD, a.py_path,
                                 role, str(port), str(TIMEOUT)], env)
