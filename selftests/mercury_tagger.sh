@@ -98,7 +98,11 @@ holds() { awk "BEGIN { exit !($*) }"; }
 # run the link at most at a quarter of that rate, slow enough that the
 # transfer takes 40 hand-offs, and at most 4 Mbit/s.
 teardown_qdisc
-tensors calib "" $CONNS --levels $CONNS --source mark
+if ! tensors calib "" $CONNS --levels $CONNS --source mark; then
+	ktap_fail "the unshaped calibration transfer failed (sender stderr above)"
+	ktap_finish
+	exit
+fi
 cbytes=$(jq '[.[].len] | add' "$W/calib.man" 2>/dev/null)
 chand=$(jq 'map(.sent) | max - min' "$W/calib.man" 2>/dev/null)	# hand-off
 csecs=$(jq 'map(.t) | max' "$W/calib.rec" 2>/dev/null)	# last completion

@@ -27,8 +27,10 @@
 # band), BT_RTO_MIN, BT_REPEAT, BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES
 # ("ddp fifo fifo1 prio mercury"; fifo1 is pfifo with one channel),
 # BT_CHANNELS (8: mercury.torch's channels in the other schemes),
-# BT_<MODEL>_BATCH / BT_<MODEL>_SIZE, BT_DEADLINE, BT_CC (TCP congestion
-# control of the ranks: the first of "cubic reno" the namespace allows),
+# BT_<MODEL>_BATCH / BT_<MODEL>_SIZE (default auto: the size whose step
+# computes as long as its gradients take on the link, from a profile),
+# BT_DEADLINE, BT_CC (TCP congestion control of the ranks: the first of
+# "cubic reno" the namespace allows),
 # BT_GUEST_CPUS / BT_RANK_CPUS (taskset CPU lists for qemu and for the
 # ranks and their profiles: on a 2-core host the emulated network needs
 # a core of its own, or every overlap of compute with communication is
@@ -40,7 +42,7 @@ out=$top/out/bench-torch
 while [ $# -gt 0 ]; do
 	case $1 in
 	-o) out=$2; shift ;;
-	-h|--help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
 	*) echo "bench-torch: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -63,8 +65,11 @@ guest_pin=()
 rank_pin=()
 [ -n "${BT_GUEST_CPUS:-}" ] && guest_pin=(taskset -c "$BT_GUEST_CPUS")
 [ -n "${BT_RANK_CPUS:-}" ] && rank_pin=(taskset -c "$BT_RANK_CPUS")
-resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-128}
-vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-64}
+# Batch per rank, and the input size (pixels a side): "auto" chooses it
+# from a profile at the probe size (below).
+resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-auto}
+vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-auto}
+resnet18_probe=128 vgg11_probe=64
 
 die() { echo "bench-torch: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, tap devices)"
@@ -169,22 +174,40 @@ guest() {
 	nreq=$((nreq + 1))
 }
 
-# The profile the simulator is given, measured in this run on the host:
-# two copies at once, as the two ranks run, one thread each; the first
-# one's profile is used.
-for m in $MODELS; do
-	eval "b=\$${m}_batch s=\$${m}_size"
-	pp=()
+# profile MODEL BATCH SIZE: the profile the simulator is given, measured
+# in this run on the host: two copies at once, as the two ranks run, one
+# thread each; the first one's profile is used (out/profile-MODEL.json).
+profile() {
+	local c pp=()
 	for c in 0 1; do
 		PYTHONPATH=$top/userspace/python OMP_NUM_THREADS=1 "${rank_pin[@]}" "$PY" -m mercury.torch profile \
-			--model "$here/models.py:$m" --input "${b}x3x${s}x${s}" --iters 3 --warmup 1 \
-			-o "$out/runs/profile-$m.$c.json" > "$out/runs/profile-$m.$c.log" 2>&1 &
+			--model "$here/models.py:$1" --input "${2}x3x${3}x${3}" --iters 3 --warmup 1 \
+			-o "$out/runs/profile-$1.$c.json" > "$out/runs/profile-$1.$c.log" 2>&1 &
 		pp+=($!)
 	done
 	wait "${pp[@]}"
-	mv "$out/runs/profile-$m.0.json" "$out/profile-$m.json" ||
-		{ cat "$out/runs/profile-$m.0.log"; die "profile of $m failed"; }
-	echo "bench-torch: $(cat "$out/runs/profile-$m.0.log")"
+	mv "$out/runs/profile-$1.0.json" "$out/profile-$1.json" ||
+		{ cat "$out/runs/profile-$1.0.log"; die "profile of $1 failed"; }
+	echo "bench-torch: $(cat "$out/runs/profile-$1.0.log")"
+}
+
+for m in $MODELS; do
+	eval "b=\$${m}_batch s=\$${m}_size"
+	# A size of "auto": the one at which a step's compute on this host
+	# equals its gradients' time on the link (communication-bound, with
+	# as much to overlap as to send), from a profile at the probe size;
+	# the machine's speed, not a constant, then sets the balance.
+	if [ "$s" = auto ]; then
+		eval "p=\$${m}_probe"
+		profile "$m" "$b" "$p"
+		read -r s c w < <("$PY" "$here/report.py" --balance "$out/profile-$m.json" \
+			--size "$p" --rate "$RATE") || die "cannot choose the size of $m"
+		echo "bench-torch: $m: compute $c s a step at $p px against $w s of" \
+			"gradients at $RATE: size $s px" | tee -a "$out/hostload.txt"
+		eval "${m}_size=$s"
+	fi
+	[ "${p:-}" = "$s" ] || profile "$m" "$b" "$s"
+	p=""
 	for sch in fifo-stream prio mercury; do
 		"$top/userspace/sim/mercury-sim" --profile "$out/profile-$m.json" --workers 2 \
 			--servers 2 --bandwidth "$RATE" --mtu "$MTU" --scheme "$sch" --json \

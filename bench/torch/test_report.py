@@ -291,5 +291,40 @@ with tempfile.TemporaryDirectory() as d:
           p.returncode == 0 and "with 1 channel (a true FIFO): measured 1.750x" in p.stdout
           and "8 channels over 1" not in p.stdout
           and "fifo" not in js["models"]["toy"]["schemes"], p.stdout + p.stderr)
+
+
+# --balance: the size at which a step's compute equals its gradients'
+# wire time. A profile of 2 s compute (0.5 forward, 1.5 backward) and
+# 1 M parameters (4 MB) on 8 Mbit/s (1 MB/s: 4 s of wire) at 64 px wants
+# twice the pixels: 64 * sqrt(2) = 90.5, rounded to 32: 96.
+def balance(prof, size, rate):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "profile.json")
+        with open(path, "w") as f:
+            f.write(prof if isinstance(prof, str) else json.dumps(prof))
+        return subprocess.run([sys.executable, os.path.join(here, "report.py"),
+                               "--balance", path, "--size", str(size), "--rate", rate],
+                              capture_output=True, text=True)
+
+
+prof = {"iteration_ms": {"fwd_ms": 500.0, "bwd_ms": 1500.0, "step_ms": 3.0},
+        "total_params": 1000000}
+p = balance(prof, 64, "8mbit")
+check("--balance: 2 s of compute against 4 s of wire at 64 px gives 96 px",
+      p.returncode == 0 and p.stdout.split() == ["96", "2.00", "4.00"], p.stdout + p.stderr)
+p = balance(prof, 64, "1gbit")
+check("--balance: compute-bound (0.032 s of wire) stays within the smallest size, 32",
+      p.returncode == 0 and p.stdout.split()[0] == "32", p.stdout + p.stderr)
+p = balance(prof, 256, "100kbit")
+check("--balance: 320 s of wire is capped at the largest size, 512",
+      p.returncode == 0 and p.stdout.split()[0] == "512", p.stdout + p.stderr)
+for what, bad, rate in (("truncated JSON", '{"iteration_ms": {', "8mbit"),
+                        ("no total_params", {"iteration_ms": prof["iteration_ms"]}, "8mbit"),
+                        ("zero compute", dict(prof, iteration_ms={"fwd_ms": 0, "bwd_ms": 0}), "8mbit"),
+                        ("a rate without a unit", prof, "8")):
+    p = balance(bad, 64, rate)
+    check("--balance: %s is an error that says what is wrong, exit 1" % what,
+          p.returncode == 1 and not p.stdout and "report.py: " in p.stderr and
+          "Traceback" not in p.stderr, p.stdout + p.stderr)
 print("1..%d" % n)
 sys.exit(1 if fails else 0)
