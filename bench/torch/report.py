@@ -194,9 +194,12 @@ def link_use(out, req, rate):
     """How busy the guest's ports were during request req's run, from
     guest.sh's samples (uptime, then each port's tx bytes, every 0.5 s):
     over the training window (first to last sample in which a port sent
-    anything), the mean share of the link rate used, and the share of
+    anything), the mean share of the link rate used, the share of
     half-second samples in which the busier port used under a tenth of
-    it. None without samples."""
+    it (idle), and the share in which every port used at least 90% of it
+    (full: a run whose link had data waiting all along but is seldom
+    full was held back by the path to the link, not by the rate). None
+    without samples."""
     bps = rate_bytes(rate)
     try:
         with open(os.path.join(out, "util.%d" % req)) as f:
@@ -216,7 +219,8 @@ def link_use(out, req, rate):
     nports = len(win[0][1])
     busy = sum(sum(d) for _, d in win) / (bps * secs * nports)
     idle = sum(1 for dt, d in win if max(d) < 0.1 * bps * dt) / len(win)
-    res = {"link_busy": busy, "link_idle": idle, "window_s": secs}
+    full = sum(1 for dt, d in win if min(d) >= 0.9 * bps * dt) / len(win)
+    res = {"link_busy": busy, "link_idle": idle, "link_full": full, "window_s": secs}
     res.update(guest_cpu(out, req, rows[moving[0]][0], rows[moving[-1] + 1][0]))
     return res
 
@@ -289,8 +293,8 @@ def summarize(model, schemes, out):
         rk = ok[0]["ranks"][0]
         net = {k: statistics.median(r["net"][k] for r in ok)
                for k in ("retrans", "rto", "spurious_rto", "drops", "wire_bytes",
-                         "link_busy", "link_idle", "guest_cpu", "guest_cpu_max",
-                         "host_cpu")
+                         "link_busy", "link_idle", "link_full", "guest_cpu",
+                         "guest_cpu_max", "host_cpu")
                if all(k in r["net"] for r in ok)}
         # Phases of every iteration after the first (worker.py), both
         # ranks: forward, the part of it blocked on the network,
@@ -404,22 +408,23 @@ def report(out, rate, also=()):
                     "start of the last, what a long job sees)" % any_row["iters"])
         nets = [s for s in SCHEMES if s in rows and rows[s]["net"]]
         if nets:
-            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s %6s %6s %6s %6s %6s" % (
+            text.append("  network per run (median): %-13s %9s %6s %8s %8s %9s %6s %6s %6s %6s %6s %6s" % (
                 "", "retrans", "RTOs", "spurious", "drops", "wire MB", "busy", "idle",
-                "gCPU", "gMax", "hCPU"))
+                "full", "gCPU", "gMax", "hCPU"))
             for s in nets:
                 n = rows[s]["net"]
-                text.append("    %-36s %9s %6s %8s %8s %9s %6s %6s %6s %6s %6s" % (LABEL[s], *(
+                text.append("    %-36s %9s %6s %8s %8s %9s %6s %6s %6s %6s %6s %6s" % (LABEL[s], *(
                     "%d" % n[k] if k in n else "-"
                     for k in ("retrans", "rto", "spurious_rto", "drops")),
                     "%.1f" % (n["wire_bytes"] / 1e6) if "wire_bytes" in n else "-",
                     *("%.0f%%" % (100 * n[k]) if k in n else "-"
-                      for k in ("link_busy", "link_idle", "guest_cpu",
+                      for k in ("link_busy", "link_idle", "link_full", "guest_cpu",
                                 "guest_cpu_max", "host_cpu"))))
             if any("link_busy" in rows[s]["net"] for s in nets):
                 text.append("    (busy: the ports' mean share of the link rate over "
                             "the run; idle: half-seconds in which both ports used "
-                            "under a tenth of it; gCPU: the guest's vCPUs' share "
+                            "under a tenth of it; full: half-seconds in which both "
+                            "used at least 90% of it; gCPU: the guest's vCPUs' share "
                             "not idle over the same window, gMax: the busiest "
                             "vCPU's; hCPU: the host's cores' over the run)")
         phs = [s for s in SCHEMES if s in rows and rows[s]["phases"]]

@@ -23,9 +23,10 @@
 # repetition so that the host's load falls on all of them alike.
 #
 # Settings (environment): BT_MODELS ("resnet18 vgg11"), BT_RATE (guest
-# link rate), BT_LIMIT (packets each scheme's queue holds; prio: each
-# band), BT_RTO_MIN, BT_REPEAT, BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES
-# ("ddp fifo fifo1 prio mercury"; fifo1 is pfifo with one channel),
+# link rate), BT_LIMIT (packets each scheme's queue holds, default 3 MB
+# of full-size packets: 2000 at MTU 1500; prio: each band), BT_RTO_MIN,
+# BT_REPEAT, BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES ("ddp fifo fifo1
+# prio mercury"; fifo1 is pfifo with one channel),
 # BT_CHANNELS (8: mercury.torch's channels in the other schemes),
 # BT_<MODEL>_BATCH / BT_<MODEL>_SIZE (default auto: the size whose step
 # computes as long as its gradients take on the link, from a profile),
@@ -56,7 +57,8 @@ REPEAT=${BT_REPEAT:-2}
 ITERS=${BT_ITERS:-6}
 WARMUP=${BT_WARMUP:-1}
 CHANNELS=${BT_CHANNELS:-8}
-LIMIT=${BT_LIMIT:-2000}
+# a queue of 3 MB of full-size packets whatever the MTU (2000 at 1500)
+LIMIT=${BT_LIMIT:-$((3000000 / MTU))}
 RTO_MIN=${BT_RTO_MIN:-}
 CC=${BT_CC:-cubic reno}
 RUN_TIMEOUT=${BT_RUN_TIMEOUT:-900}

@@ -198,6 +198,14 @@ with tempfile.TemporaryDirectory() as d:
     check("link use: busy share over the moving window, idle samples",
           u is not None and abs(u["link_busy"] - 760 / 3000) < 1e-12 and
           abs(u["link_idle"] - 1 / 3) < 1e-12 and u["window_s"] == 1.5, json.dumps(u))
+    # full: every port at 90% of the rate (450 of 500 bytes a half
+    # second) in the first and third samples, not in the second
+    with open(os.path.join(d, "util.2"), "w") as f:
+        f.write("0.0 0 0\n0.5 480 450\n1.0 960 700\n1.5 1460 1200\n")
+    u = report.link_use(d, 2, "8000bit")
+    check("link use: full, the samples in which every port used 90% of the rate",
+          u is not None and abs(u["link_full"] - 2 / 3) < 1e-12 and
+          abs(u["link_idle"]) < 1e-12, json.dumps(u))
     # guest CPU over the same window (uptime 0.5-2.0): all vCPUs, then
     # vCPU 0 and 1, 10 ticks each (user nice system idle iowait irq
     # softirq steal guest guest_nice); all: 300 ticks pass, 90 idle or
