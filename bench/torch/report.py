@@ -4,6 +4,7 @@
 
     report.py --out OUTDIR [--rate RATE] [--no-plot] [--also DIR]...
     report.py --balance PROFILE --size PIXELS --rate RATE
+              [--prev PROFILE0 --prev-size PIXELS0]
 
 Reads OUTDIR/runs/index ("TAG REQ" per run, TAG = model.scheme.repeat),
 OUTDIR/runs/TAG.r{0,1}.json (worker.py), OUTDIR/runs/sim-MODEL-SCHEME.json
@@ -11,7 +12,9 @@ OUTDIR/runs/TAG.r{0,1}.json (worker.py), OUTDIR/runs/sim-MODEL-SCHEME.json
 OUTDIR/bench-torch.txt (printed too), bench-torch.json, bench-torch.png.
 With --balance, prints the input size at which the profile's compute
 equals its gradients' wire time at RATE, then that compute and wire time
-in seconds (run.sh chooses each model's size with it).
+in seconds (run.sh chooses each model's size with it); with --prev, a
+profile of the same model at another size, from how compute grew between
+the two.
 Standard library only (the tests run it with any python3).
 """
 import argparse
@@ -159,16 +162,12 @@ def rate_bytes(rate):
     return None
 
 
-def balanced_size(profile, rate, size, step=32, lo=32, hi=512):
-    """The input size (pixels a side) at which one step's compute, as
-    profile measured it at size, equals the time its gradients take on a
-    link of rate: what makes a setting communication-bound without
-    leaving nothing to overlap. Each of 2 ranks sends every gradient byte
-    once a step (half in the reduce-scatter, half in the all-gather), so
-    the wire time is the gradient bytes over the rate; compute grows with
-    the pixels (measured here: resnet18 1.9 s at 128 px, 8.7 s at 256).
-    Rounded to step, within [lo, hi]. Raises ValueError on a profile or
-    rate it cannot use."""
+def profile_times(profile, rate):
+    """(compute, wire) of a profile in seconds: one step's forward and
+    backward, and its gradients' time on a link of rate. Each of 2 ranks
+    sends every gradient byte once a step (half in the reduce-scatter,
+    half in the all-gather), so the wire time is the gradient bytes over
+    the rate. Raises ValueError on a profile or rate it cannot use."""
     bps = rate_bytes(rate)
     if not bps or bps <= 0:
         raise ValueError("not a rate: %r" % rate)
@@ -184,9 +183,36 @@ def balanced_size(profile, rate, size, step=32, lo=32, hi=512):
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError("%s: no iteration_ms.fwd_ms/bwd_ms or total_params (%s)"
                          % (profile, e)) from None
-    if compute <= 0 or wire <= 0:
+    if not compute > 0 or not wire > 0 or math.isinf(compute):
         raise ValueError("%s: compute %.3f s, wire %.3f s" % (profile, compute, wire))
-    s = step * round(size * math.sqrt(wire / compute) / step)
+    return compute, wire
+
+
+def balanced_size(profile, rate, size, prev=None, prev_size=0,
+                  step=32, lo=32, hi=512, near=1.2):
+    """The input size (pixels a side) at which one step's compute equals
+    the time its gradients take on a link of rate (profile_times): what
+    makes a setting communication-bound without leaving nothing to
+    overlap. From one profile, measured at size, compute is taken to
+    grow with the pixels (the side squared). Compute grows faster than
+    that on a CPU whose caches the larger activations outgrow (measured:
+    resnet18 1.22 s at 128 px, 16.2 s at 384 px, 13x for 9x the
+    pixels), so with prev, a profile of the same model at prev_size, the
+    exponent is the one the two measured instead, and a profile already
+    within a factor near of the balance keeps its size. Rounded to step,
+    within [lo, hi]. Returns (size, compute, wire) of profile."""
+    compute, wire = profile_times(profile, rate)
+    k = 2.0
+    if prev is not None:
+        if prev_size <= 0 or prev_size == size:
+            raise ValueError("--prev needs the other profile's size, not %d" % prev_size)
+        if max(compute, wire) / min(compute, wire) <= near:
+            return size, compute, wire
+        c0, _ = profile_times(prev, rate)
+        # Timing noise can make the fit absurd; between linear in the
+        # side and its fourth power covers what a CPU or GPU shows.
+        k = max(1.0, min(4.0, math.log(compute / c0) / math.log(size / prev_size)))
+    s = step * round(size * (wire / compute) ** (1 / k) / step)
     return max(lo, min(hi, s)), compute, wire
 
 
@@ -603,6 +629,11 @@ def main():
                     "and nothing else")
     ap.add_argument("--size", type=int, default=0,
                     help="the input size PROFILE was measured at")
+    ap.add_argument("--prev", metavar="PROFILE0",
+                    help="with --balance: a profile of the same model at "
+                    "--prev-size; compute's growth between the two is "
+                    "extrapolated instead of taking it as the pixels'")
+    ap.add_argument("--prev-size", type=int, default=0)
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--also", action="append", default=[], metavar="DIR",
                     help="pool the runs of another run directory (another "
@@ -613,7 +644,8 @@ def main():
         try:
             if a.size <= 0:
                 raise ValueError("--size must be the profile's input size (> 0)")
-            size, compute, wire = balanced_size(a.balance, a.rate, a.size)
+            size, compute, wire = balanced_size(a.balance, a.rate, a.size,
+                                                a.prev, a.prev_size)
         except (OSError, ValueError) as e:
             print("report.py: %s" % e, file=sys.stderr)
             return 1

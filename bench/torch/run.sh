@@ -201,22 +201,40 @@ profile() {
 }
 
 for m in $MODELS; do
+	probe=""
 	eval "b=\$${m}_batch s=\$${m}_size"
 	# A size of "auto": the one at which a step's compute on this host
 	# equals its gradients' time on the link (communication-bound, with
 	# as much to overlap as to send), from a profile at the probe size;
 	# the machine's speed, not a constant, then sets the balance.
 	if [ "$s" = auto ]; then
-		eval "p=\$${m}_probe"
-		profile "$m" "$b" "$p"
+		eval "probe=\$${m}_probe"
+		profile "$m" "$b" "$probe"
 		read -r s c w < <("$PY" "$here/report.py" --balance "$out/profile-$m.json" \
-			--size "$p" --rate "$RATE") || die "cannot choose the size of $m"
-		echo "bench-torch: $m: compute $c s a step at $p px against $w s of" \
+			--size "$probe" --rate "$RATE") || die "cannot choose the size of $m"
+		echo "bench-torch: $m: compute $c s a step at $probe px against $w s of" \
 			"gradients at $RATE: size $s px" | tee -a "$out/hostload.txt"
 		eval "${m}_size=$s"
 	fi
-	[ "${p:-}" = "$s" ] || profile "$m" "$b" "$s"
-	p=""
+	if [ -n "$probe" ] && [ "$probe" != "$s" ]; then
+		# Compute seldom grows exactly with the pixels: one more step,
+		# from how it grew between the probe and this size, unless
+		# this size is already within 20% of the balance.
+		mv "$out/profile-$m.json" "$out/runs/profile-$m.probe.json"
+		profile "$m" "$b" "$s"
+		read -r s2 c w < <("$PY" "$here/report.py" --balance "$out/profile-$m.json" \
+			--size "$s" --rate "$RATE" --prev "$out/runs/profile-$m.probe.json" \
+			--prev-size "$probe") || die "cannot choose the size of $m"
+		echo "bench-torch: $m: compute $c s a step at $s px against $w s of" \
+			"gradients: size $s2 px" | tee -a "$out/hostload.txt"
+		if [ "$s2" != "$s" ]; then
+			s=$s2
+			eval "${m}_size=$s"
+			profile "$m" "$b" "$s"
+		fi
+	elif [ -z "$probe" ]; then
+		profile "$m" "$b" "$s"
+	fi
 	for sch in fifo-stream prio mercury; do
 		"$top/userspace/sim/mercury-sim" --profile "$out/profile-$m.json" --workers 2 \
 			--servers 2 --bandwidth "$RATE" --mtu "$MTU" --scheme "$sch" --json \

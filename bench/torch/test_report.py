@@ -305,13 +305,20 @@ with tempfile.TemporaryDirectory() as d:
 # wire time. A profile of 2 s compute (0.5 forward, 1.5 backward) and
 # 1 M parameters (4 MB) on 8 Mbit/s (1 MB/s: 4 s of wire) at 64 px wants
 # twice the pixels: 64 * sqrt(2) = 90.5, rounded to 32: 96.
-def balance(prof, size, rate):
+def balance(prof, size, rate, prev=None, prev_size=None):
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "profile.json")
-        with open(path, "w") as f:
-            f.write(prof if isinstance(prof, str) else json.dumps(prof))
+        args = []
+        for name, what in (("profile", prof), ("prev", prev)):
+            if what is None:
+                continue
+            path = os.path.join(d, name + ".json")
+            with open(path, "w") as f:
+                f.write(what if isinstance(what, str) else json.dumps(what))
+            args += ["--balance" if name == "profile" else "--prev", path]
+        if prev_size is not None:
+            args += ["--prev-size", str(prev_size)]
         return subprocess.run([sys.executable, os.path.join(here, "report.py"),
-                               "--balance", path, "--size", str(size), "--rate", rate],
+                               "--size", str(size), "--rate", rate] + args,
                               capture_output=True, text=True)
 
 
@@ -334,5 +341,41 @@ for what, bad, rate in (("truncated JSON", '{"iteration_ms": {', "8mbit"),
     check("--balance: %s is an error that says what is wrong, exit 1" % what,
           p.returncode == 1 and not p.stdout and "report.py: " in p.stderr and
           "Traceback" not in p.stderr, p.stdout + p.stderr)
+
+
+# --prev: the growth of compute measured between two sizes replaces the
+# pixels'. 1 s at 64 px, 8 s at 128 px: compute grows with the side
+# cubed; 2 s of wire (16 Mbit/s) then wants 128 * (2/8)^(1/3) = 80.6,
+# rounded to 96, where the pixels' rule (k = 2) would give 64.
+def prof_ms(ms):
+    return {"iteration_ms": {"fwd_ms": ms / 4, "bwd_ms": ms * 3 / 4, "step_ms": 3.0},
+            "total_params": 1000000}
+
+
+p = balance(prof_ms(8000), 128, "16mbit", prof_ms(1000), 64)
+check("--balance --prev: compute growing with the side cubed, 8 s of it "
+      "against 2 s of wire at 128 px, gives 96 px",
+      p.returncode == 0 and p.stdout.split() == ["96", "8.00", "2.00"], p.stdout + p.stderr)
+p = balance(prof_ms(8000), 128, "16mbit")
+check("--balance without --prev: the same profile by the pixels gives 64 px",
+      p.returncode == 0 and p.stdout.split()[0] == "64", p.stdout + p.stderr)
+p = balance(prof_ms(4400), 128, "8mbit", prof_ms(1000), 64)
+check("--balance --prev: 4.4 s of compute against 4 s of wire is within 20%: "
+      "the size stays 128",
+      p.returncode == 0 and p.stdout.split()[0] == "128", p.stdout + p.stderr)
+# Noise: compute measured smaller at the larger size. The exponent is
+# clamped to 1 (linear in the side): 128 * 2 / 8 = 32.
+p = balance(prof_ms(8000), 128, "16mbit", prof_ms(9000), 64)
+check("--balance --prev: compute that shrank with the size is taken as "
+      "linear in the side, 32 px",
+      p.returncode == 0 and p.stdout.split()[0] == "32", p.stdout + p.stderr)
+for what, prev_size in (("no --prev-size", None), ("--prev-size equal to --size", 128)):
+    p = balance(prof_ms(8000), 128, "16mbit", prof_ms(1000), prev_size)
+    check("--balance --prev with %s is an error, exit 1" % what,
+          p.returncode == 1 and not p.stdout and "report.py: " in p.stderr and
+          "Traceback" not in p.stderr, p.stdout + p.stderr)
+p = balance(prof_ms(8000), 128, "16mbit", '{"iteration_ms": ', 64)
+check("--balance --prev with a truncated profile is an error, exit 1",
+      p.returncode == 1 and "Traceback" not in p.stderr, p.stdout + p.stderr)
 print("1..%d" % n)
 sys.exit(1 if fails else 0)
