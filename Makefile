@@ -6,7 +6,7 @@
 #   make demo       install what is missing, build, boot the VM, show Mercury vs FIFO
 #   make bench      the full emulated-training benchmark (Documentation/benchmark.md)
 #   make bench-torch real PyTorch (host ranks) through the guest's qdiscs
-#                   (Documentation/torch.md, about 40 minutes)
+#                   (Documentation/torch.md, about an hour)
 #   make perf       the qdisc cost benchmark (Documentation/performance.md)
 #   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)
 #   make style      checkpatch --strict on kmod/ and tc-plugin/
