@@ -325,5 +325,37 @@ class Profile(unittest.TestCase):
         self.assertIn("torchvision.models has no nosuchnet", r.stderr)
 
 
+class Example(unittest.TestCase):
+    """examples/train_torchvision.py as the docs start it, with and without
+    --mercury: both train, and the same seeds give the same losses."""
+    SCRIPT = os.path.join(HERE, "..", "examples", "train_torchvision.py")
+
+    def train(self, *extra):
+        r = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+             "--nproc_per_node", "2", "--redirects", "1", "--tee", "1",
+             self.SCRIPT, "--iters", "4", "--batch", "4", "--size", "32",
+             "--workers", "1"] + list(extra),
+            capture_output=True, text=True, timeout=FAULT_DEADLINE)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        losses = {}
+        for line in r.stdout.splitlines():
+            w = line.split()
+            if len(w) == 4 and w[0].endswith("iteration") and w[2] == "loss":
+                losses[int(w[1])] = float(w[3])
+        return r.stdout, losses
+
+    def test_trains_like_ddp(self):
+        out, ddp = self.train()
+        self.assertIn("resnet18 DDP: 4 iterations", out)
+        out, merc = self.train("--mercury")
+        self.assertIn("resnet18 mercury.torch: 4 iterations", out)
+        self.assertEqual(sorted(merc), [0, 3], out)
+        self.assertEqual(sorted(ddp), [0, 3])
+        for it in merc:
+            self.assertAlmostEqual(merc[it], ddp[it], delta=1e-3,
+                                   msg="iteration %d" % it)
+
+
 if __name__ == "__main__":
     run_tap(sys.modules[__name__])
