@@ -11,12 +11,14 @@
  * traffic.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mercury/mercury.h"
@@ -63,7 +65,37 @@ static int append(char **s, const char *add)
 	return 0;
 }
 
-static int find_shim(const char *opt, char *out, size_t len)
+/*
+ * Can ld.so preload PATH? It silently skips an entry it cannot load (a
+ * directory, a text file) and runs the program untagged, so anything but
+ * a readable ELF file is refused here. A ':' or blank would split the
+ * entry in LD_PRELOAD. 0 if usable, else a reason.
+ */
+static const char *shim_unusable(const char *path)
+{
+	unsigned char magic[4];
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	if (path[strcspn(path, ": \t")])
+		return "contains ':' or a blank, which LD_PRELOAD cannot hold";
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return strerror(errno);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return "not a regular file";
+	}
+	n = read(fd, magic, sizeof(magic));
+	close(fd);
+	if (n != sizeof(magic) || memcmp(magic, "\x7f" "ELF", 4))
+		return "not an ELF shared object";
+	return NULL;
+}
+
+/* The shim's path in OUT; NULL, or why the last candidate is unusable. */
+static const char *find_shim(const char *opt, char *out, size_t len)
 {
 	char exe[PATH_MAX];
 	const char *env = getenv("MERCURY_PRELOAD");
@@ -71,22 +103,22 @@ static int find_shim(const char *opt, char *out, size_t len)
 
 	if (opt) {
 		snprintf(out, len, "%s", opt);
-		return access(out, R_OK);
+		return shim_unusable(out);
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n > 0) {
 		exe[n] = 0;
 		snprintf(out, len, "%s/" SHIM, dirname(exe));
-		if (!access(out, R_OK))
-			return 0;
+		if (!shim_unusable(out))
+			return NULL;
 	}
 	if (env && *env) {
 		snprintf(out, len, "%s", env);
-		if (!access(out, R_OK))
-			return 0;
+		if (!shim_unusable(out))
+			return NULL;
 	}
 	snprintf(out, len, MERCURY_PRELOAD_DIR "/" SHIM);
-	return access(out, R_OK);
+	return shim_unusable(out);
 }
 
 /* Is the LD_PRELOAD entry path[0..len) an AddressSanitizer runtime? */
@@ -147,7 +179,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	MERCURY_OPTS(mercury_tag_opts, to);
-	const char *preload_opt = NULL, *env;
+	const char *preload_opt = NULL, *env, *why;
 	char *rules = NULL, *fixed = NULL, *lp;
 	char shim[PATH_MAX], err[256], buf[64];
 	bool force = false, dry = false, verbose = false;
@@ -245,9 +277,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mercury-run: %s\n", mercury_last_error());
 		goto out;
 	}
-	if (find_shim(preload_opt, shim, sizeof(shim))) {
-		fprintf(stderr, "mercury-run: cannot find %s (tried %s); use --preload\n",
-			SHIM, shim);
+	why = find_shim(preload_opt, shim, sizeof(shim));
+	if (why && preload_opt) {
+		fprintf(stderr, "mercury-run: --preload %s: %s\n", shim, why);
+		goto out;
+	}
+	if (why) {
+		fprintf(stderr, "mercury-run: cannot use %s (tried %s: %s); use --preload\n",
+			SHIM, shim, why);
 		goto out;
 	}
 	setenv("MERCURY_RULES", rules, 1);

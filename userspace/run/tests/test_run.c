@@ -492,6 +492,38 @@ static void test_usage_errors(void **state)
 }
 
 /*
+ * ld.so skips a preload entry it cannot load and runs the program
+ * untagged: a shim that is not an ELF file is refused before the
+ * program starts, and the program never runs.
+ */
+static void test_preload_unusable(void **state)
+{
+	static const char *const env[] = { "MERCURY_RULES=", NULL };
+	static const char *const msgs[] = {
+		"mercury-run: --preload " RUNDIR "/tests: not a regular file\n",
+		"mercury-run: --preload " RUNDIR "/Makefile: not an ELF shared object\n",
+		"mercury-run: --preload " RUNDIR "/no-such.so: No such file or directory\n",
+		"mercury-run: --preload a:b.so: contains ':' or a blank, which LD_PRELOAD cannot hold\n",
+	};
+	static const char *const paths[] = {
+		RUNDIR "/tests", RUNDIR "/Makefile", RUNDIR "/no-such.so", "a:b.so",
+	};
+	const char *argv[] = { RUN, "-f", "-t", "1", "--preload", NULL, "--",
+			       "/bin/echo", "ran", NULL };
+	struct result res;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		argv[5] = paths[i];
+		run(&res, false, env, argv);
+		if (res.status != 1 || strcmp(res.err, msgs[i]) || res.out[0])
+			fail_msg("case %zu: exit %d, out \"%s\", err \"%s\"", i,
+				 res.status, res.out, res.err);
+	}
+}
+
+/*
  * An ASan runtime preloaded first stays first: ASan will not start
  * otherwise, so a sanitized program or shim could not run. Anything else
  * comes after the shim. (ld.so only warns that these paths do not exist.)
@@ -576,6 +608,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unprivileged, nobody_setup,
 						nobody_teardown),
 		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_preload_unusable),
 		cmocka_unit_test(test_preload_order),
 		cmocka_unit_test(test_shim_bad_env),
 	};
