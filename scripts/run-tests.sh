@@ -126,13 +126,22 @@ style_check() {
 		echo "not ok 4 one sender and one receiver: libmercury's chanset.c and rx.c"
 		echo "$paths" | head -10 | sed 's/^/# frame writer or reader outside libmercury: /'
 	fi
+	# A document's links and images must render in a clone: no link
+	# into out/ or any other file only a benchmark machine has.
+	local links
+	if links=$(scripts/check-links.py 2>&1); then
+		echo "ok 5 every local link in the tracked Markdown resolves in a clone"
+	else
+		echo "not ok 5 every local link in the tracked Markdown resolves in a clone"
+		echo "$links" | head -10 | sed 's/^/# /'
+	fi
 	# sparse checks only what it compiles: force a rebuild
 	touch kmod/sch_mercury.c
 	if make check > "$logs/sparse-out.log" 2>&1 &&
 	   ! grep -E "(warning|error):" "$logs/sparse-out.log"; then
-		echo "ok 5 sparse and W=1 clean"
+		echo "ok 6 sparse and W=1 clean"
 	else
-		echo "not ok 5 sparse and W=1 clean"
+		echo "not ok 6 sparse and W=1 clean"
 		grep -E "(warning|error)" "$logs/sparse-out.log" | head -30 | sed 's/^/# /'
 	fi
 }
