@@ -29,4 +29,15 @@ def vgg11():
     return m
 
 
-MODELS = {"resnet18": resnet18, "vgg11": vgg11}
+def tiny():
+    """A few-layer CNN for BT_QUICK=1: it proves the plumbing of every
+    scheme in seconds; its times say nothing about the real models."""
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(4), torch.nn.Flatten(),
+        torch.nn.Linear(32 * 16, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, CLASSES))
+
+
+MODELS = {"resnet18": resnet18, "vgg11": vgg11, "tiny": tiny}

@@ -2,9 +2,14 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
 # make bench-torch: real PyTorch training (torchvision models, 2 ranks)
-# under stock DDP and under mercury.torch, with the network in the guest.
+# under stock DDP, the DDP variants a PyTorch user would try first
+# (tuned buckets, fp16/bf16 compression hooks, PowerSGD) and
+# mercury.torch, with the network in the guest.
 #
 #   bench/torch/run.sh [-o OUTDIR]       (default OUTDIR: out/bench-torch)
+#   BT_QUICK=1 bench/torch/run.sh        every scheme once, 3 iterations of
+#                                        a tiny model: a plumbing check and
+#                                        a preview, not a result
 #
 # PyTorch in the emulated guest is ~200x slower than on the host, so the
 # ranks run on the host at native speed, each in its own network namespace
@@ -26,8 +31,15 @@
 # link rate), BT_LIMIT (packets each scheme's queue holds, default 48 MB
 # of full-size packets, 32000 at MTU 1500, deep enough that no scheme
 # drops; prio: each band), BT_RTO_MIN,
-# BT_REPEAT, BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES ("ddp fifo fifo1
-# prio mercury"; fifo1 is pfifo with one channel),
+# BT_REPEAT, BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES (default all of
+# "ddp ddp-tuned ddp-fp16 ddp-bf16 ddp-powersgd fifo fifo1 prio mercury
+# fifo1-fp16 mercury-fp16" that this torch and mercury.torch can run:
+# worker.py --probe decides, and the run says which it left out; fifo1
+# is pfifo with one channel), BT_DDP_BUCKETS ("1 5 25": the bucket_cap_mb
+# values ddp-tuned chooses from, BT_TUNE_ITERS iterations each, on the
+# guest's pfifo before the repetitions), BT_POWERSGD_RANK (2),
+# BT_POWERSGD_START (2: the smallest start_powerSGD_iter torch allows with
+# error feedback; a short run never compresses at the default 1000),
 # BT_CHANNELS (8: mercury.torch's channels in the other schemes),
 # BT_<MODEL>_BATCH / BT_<MODEL>_SIZE (default auto: the size whose step
 # computes as long as its gradients take on the link, from a profile),
@@ -50,13 +62,27 @@ while [ $# -gt 0 ]; do
 	shift
 done
 PY=${TORCH_PYTHON:-/usr/bin/python3}
-MODELS=${BT_MODELS:-resnet18 vgg11}
-SCHEMES=${BT_SCHEMES:-ddp fifo fifo1 prio mercury}
+ALL_SCHEMES="ddp ddp-tuned ddp-fp16 ddp-bf16 ddp-powersgd fifo fifo1 prio mercury fifo1-fp16 mercury-fp16"
+QUICK=${BT_QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+	# every scheme once, a few iterations of a tiny model at a fixed size
+	MODELS=${BT_MODELS:-tiny}
+	REPEAT=${BT_REPEAT:-1}
+	ITERS=${BT_ITERS:-3}
+	TUNE_ITERS=${BT_TUNE_ITERS:-2}
+else
+	MODELS=${BT_MODELS:-resnet18 vgg11}
+	REPEAT=${BT_REPEAT:-2}
+	ITERS=${BT_ITERS:-6}
+	TUNE_ITERS=${BT_TUNE_ITERS:-3}
+fi
+SCHEMES=${BT_SCHEMES:-$ALL_SCHEMES}
 RATE=${BT_RATE:-30mbit}
 MTU=${BT_MTU:-1500}
-REPEAT=${BT_REPEAT:-2}
-ITERS=${BT_ITERS:-6}
 WARMUP=${BT_WARMUP:-1}
+DDP_BUCKETS=${BT_DDP_BUCKETS:-1 5 25}
+POWERSGD_RANK=${BT_POWERSGD_RANK:-2}
+POWERSGD_START=${BT_POWERSGD_START:-2}
 CHANNELS=${BT_CHANNELS:-8}
 # The guest's queue stands in for the sending node's NIC queue, and a
 # host's own qdisc seldom drops its TCP packets: TCP small queues keep
@@ -78,6 +104,7 @@ rank_pin=()
 # from a profile at the probe size (below).
 resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-auto}
 vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-auto}
+tiny_batch=${BT_TINY_BATCH:-8} tiny_size=${BT_TINY_SIZE:-32}
 resnet18_probe=128 vgg11_probe=64
 
 die() { echo "bench-torch: $*" >&2; exit 1; }
@@ -86,8 +113,48 @@ die() { echo "bench-torch: $*" >&2; exit 1; }
 	die "$PY has no torch/torchvision (scripts/install-deps.sh)"
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
-rm -rf "$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out"/util.* "$out/guest.ready"
+rm -rf "$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out"/util.* "$out/guest.ready" \
+	"$out"/tune-*.txt "$out/skipped.txt"
 mkdir -p "$out/runs"
+
+# worker_scheme SCHEME: the training code of a bench scheme (worker.py's
+# --scheme); the queue and channels are chosen in the repetitions' loop.
+worker_scheme() {
+	case $1 in
+	ddp|ddp-*) echo "$1" ;;
+	*-fp16) echo mercury-fp16 ;;
+	fifo|fifo1|prio|mercury) echo mercury ;;
+	*) return 1 ;;
+	esac
+}
+# Keep the schemes this torch and mercury.torch can run, as a user would
+# find out: worker.py probes the features (a DDP hook takes steps in a
+# one-rank group; mercury-fp16 needs distribute(compression=...)).
+ws=()
+for sch in $SCHEMES; do
+	w=$(worker_scheme "$sch") || die "unknown scheme $sch (known: $ALL_SCHEMES)"
+	ws+=("$w")
+done
+probe=$(PYTHONPATH=$top/userspace/python "$PY" "$here/worker.py" --probe $(printf '%s\n' "${ws[@]}" | sort -u)) ||
+	die "worker.py --probe failed"
+kept=""
+for sch in $SCHEMES; do
+	w=$(worker_scheme "$sch")
+	why=$(awk -v w="$w" '$1 == w { $1 = ""; sub(/^ /, ""); print }' <<< "$probe")
+	if [ "$why" = ok ]; then
+		kept="$kept $sch"
+	else
+		echo "bench-torch: leaving out $sch: ${why#no: }" | tee -a "$out/skipped.txt"
+	fi
+done
+SCHEMES=${kept# }
+[ -n "$SCHEMES" ] || die "no scheme left to run"
+quick=()
+if [ "$QUICK" = 1 ]; then
+	quick=(--quick)
+	echo "bench-torch: quick: $MODELS, $ITERS iterations, $REPEAT repetition(s): a preview, not a result"
+fi
+echo "bench-torch: schemes: $SCHEMES"
 
 echo "bench-torch: building"
 { make -C "$top" module && make -C "$top" tc-plugin &&
@@ -99,6 +166,10 @@ cat > "$out/torch.env" <<-EOT
 	RATE=$RATE
 	MTU=$MTU
 	LIMIT=$LIMIT
+	QUICK=$QUICK
+	SCHEMES="$SCHEMES"
+	POWERSGD_RANK=$POWERSGD_RANK
+	POWERSGD_START=$POWERSGD_START
 	EOT
 
 # Two namespaces, one tap each; qemu opens the taps, then they move.
@@ -256,7 +327,8 @@ net_counters() {
 	head -n 1 /proc/stat > "$out/runs/$1.cpu${2#net}"
 }
 
-# run_ranks SCHEME MODEL TAG CHANNELS: both ranks, each in its namespace.
+# run_ranks SCHEME MODEL TAG CHANNELS [WORKER ARGS...]: both ranks, each
+# in its namespace (SCHEME: worker.py's).
 nrun=0
 run_ranks() {
 	local i pids=() rc=0 b s
@@ -268,7 +340,7 @@ run_ranks() {
 			RANK=$i WORLD_SIZE=2 GLOO_SOCKET_IFNAME="${tap[$i]}" OMP_NUM_THREADS=1 \
 			timeout -k 10 "$RUN_TIMEOUT" "${rank_pin[@]}" "$PY" "$here/worker.py" --scheme "$1" --model "$2" \
 			--batch "$b" --size "$s" --iters "$ITERS" --warmup "$WARMUP" \
-			--channels "$4" -o "$out/runs/$3.r$i.json" \
+			--channels "$4" "${@:5}" -o "$out/runs/$3.r$i.json" \
 			> "$out/runs/$3.r$i.log" 2>&1 &
 		pids+=($!)
 	done
@@ -276,6 +348,34 @@ run_ranks() {
 	net_counters "$3" net1
 	return $rc
 }
+
+# ddp-tuned: the bucket_cap_mb of BT_DDP_BUCKETS (gradient_as_bucket_view
+# on) that trained fastest on this machine and link, as a user tuning DDP
+# would choose it: BT_TUNE_ITERS iterations each, after the first, the
+# slower rank's; printed, and in out/tune-MODEL.txt for the report.
+case " $SCHEMES " in *" ddp-tuned "*)
+	guest fifo
+	for m in $MODELS; do
+		caps=$(echo $DDP_BUCKETS | tr ' ' ,)
+		ITERS=$TUNE_ITERS run_ranks ddp-tuned "$m" "tune-$m" "$CHANNELS" --tune "$caps" ||
+			{ tail -n 5 "$out/runs/tune-$m.r0.log"; die "the bucket_cap_mb sweep of $m failed"; }
+		"$PY" - "$out/runs/tune-$m.r0.json" "$out/runs/tune-$m.r1.json" > "$out/tune-$m.txt" <<-'EOT' ||
+			import json, sys
+			t = [json.load(open(p))["tune"] for p in sys.argv[1:]]
+			slow = {c: max(r[c] for r in t) for c in t[0]}
+			best = min(slow, key=slow.get)
+			print(best)
+			for c in sorted(slow, key=float):
+			    print(c, "%.4f" % slow[c])
+			EOT
+			die "cannot choose bucket_cap_mb for $m"
+		read -r cap < "$out/tune-$m.txt"
+		eval "${m}_cap=$cap"
+		echo "bench-torch: $m: ddp-tuned uses bucket_cap_mb $cap, gradient_as_bucket_view" \
+			"(s/iter: $(tail -n +2 "$out/tune-$m.txt" | awk '{ printf "%s%s MB %s", (NR > 1 ? ", " : ""), $1, $2 }'))" |
+			tee -a "$out/hostload.txt"
+	done ;;
+esac
 
 # Every repetition runs every model under every scheme, in turn.
 total=$(( REPEAT * $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
@@ -299,15 +399,23 @@ for r in $(seq 1 "$REPEAT"); do
 			# that every tensor waits behind the whole backlog as in the
 			# simulator's fifo-stream; with 8 channels TCP shares the link
 			# among them, which is closer to fair queueing than to a FIFO.
+			# The DDP variants and the fp16 fifo1 queue on pfifo as
+			# stock DDP does; mercury-fp16 on sch_mercury.
+			w=$(worker_scheme "$sch") ch=$CHANNELS extra=()
 			case $sch in
-			ddp) q=fifo w=ddp ch=$CHANNELS ;;
-			fifo1) q=fifo w=mercury ch=1 ;;
-			*) q=$sch w=mercury ch=$CHANNELS ;;
+			ddp|ddp-*|fifo1|fifo1-fp16) q=fifo ;;
+			mercury-fp16) q=mercury ;;
+			*) q=$sch ;;
+			esac
+			case $sch in fifo1|fifo1-fp16) ch=1 ;; esac
+			case $sch in
+			ddp-tuned) eval "extra=(--bucket-cap-mb \$${m}_cap)" ;;
+			ddp-powersgd) extra=(--powersgd-rank "$POWERSGD_RANK" --powersgd-start "$POWERSGD_START") ;;
 			esac
 			guest "$q"
 			tag=$m.$sch.$r
 			echo "$tag $nreq" >> "$out/runs/index"
-			if run_ranks "$w" "$m" "$tag" "$ch"; then res=ok; else res=FAILED; fi
+			if run_ranks "$w" "$m" "$tag" "$ch" "${extra[@]}"; then res=ok; else res=FAILED; fi
 			echo "bench-torch: [$(($(date +%s) - start))s] $k/$total $m $sch run $r: $res" \
 				"($(cut -d' ' -f1 /proc/loadavg))"
 			[ $res = ok ] || tail -n 5 "$out/runs/$tag.r0.log" "$out/runs/$tag.r1.log"
@@ -320,5 +428,5 @@ vrc=$?
 vm=""
 echo "bench-torch: host load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/hostload.txt"
 grep -E '^(not )?ok' "$out/vm-run.out"
-"$PY" "$here/report.py" --rate "$RATE" --out "$out" || exit 1
+"$PY" "$here/report.py" --rate "$RATE" --out "$out" "${quick[@]}" || exit 1
 [ $vrc = 0 ]

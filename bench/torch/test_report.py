@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 """TAP test of bench/torch/report.py on a hand-made run directory whose
-ratios are known: medians, spreads, the ratios against DDP and pfifo, the
-comparison with mercury-sim's prediction, the loss checks. The benchmark
-itself (a guest boot, tens of minutes) stays out of make test."""
+ratios are known: medians, spreads, the ratios against DDP and pfifo
+(per repetition, with their bootstrap intervals), the comparison with
+mercury-sim's prediction, the loss checks. The benchmark itself (a guest
+boot, tens of minutes) stays out of make test."""
 import json
 import os
 import re
@@ -102,19 +103,38 @@ with tempfile.TemporaryDirectory() as d:
         check("spread is min..max (mercury 1.32..1.5)",
               sc["mercury"]["min"] == 1.32 and sc["mercury"]["max"] == 1.5)
         meas = m["measured"]
-        check("ratios vs DDP and vs pfifo (1.4x, 1.4/1.1)",
+        # ratios per repetition, never of medians of different ones:
+        # mercury/ddp 1.4/1.0, 1.32/0.9, 1.5/1.1 -> median 1.4;
+        # mercury/fifo 1.4/1.2, 1.32/1.0, 1.5/1.1 -> median 1.32 (the
+        # medians' ratio would be 1.4/1.1)
+        check("ratios vs DDP and vs pfifo: medians of per-repetition ratios (1.4x, 1.32x)",
               abs(meas["mercury_vs_ddp"] - 1.4) < 1e-12 and
-              abs(meas["mercury_vs_fifo"] - 1.4 / 1.1) < 1e-12, json.dumps(meas))
-        check("ratios vs pfifo with one channel (1.4/0.8, 8 channels 1.1/0.8)",
-              abs(meas["mercury_vs_fifo1"] - 1.4 / 0.8) < 1e-12 and
-              abs(meas["fifo_vs_fifo1"] - 1.1 / 0.8) < 1e-12 and
-              abs(meas["vs_prediction_fifo1"] - ((1.4 / 0.8) / (1000 / 880) - 1))
-              < 1e-12 and "8 channels over 1 on pfifo: 1.375x" in p.stdout,
-              json.dumps(meas))
+              abs(meas["mercury_vs_fifo"] - 1.32) < 1e-12, json.dumps(meas))
+        # 1.4/0.8, 1.32/0.7, 1.5/0.9 -> 1.75; fifo/fifo1 1.5, 1/0.7, 1.1/0.9
+        check("ratios vs pfifo with one channel (1.75x; 8 channels over 1: 1/0.7)",
+              abs(meas["mercury_vs_fifo1"] - 1.75) < 1e-12 and
+              abs(meas["fifo_vs_fifo1"] - 1.0 / 0.7) < 1e-12 and
+              abs(meas["vs_prediction_fifo1"] - (1.75 / (1000 / 880) - 1))
+              < 1e-12 and "8 channels over 1 on pfifo: 1.429x [1.222-1.500] n=3"
+              in p.stdout, json.dumps(meas) + p.stdout)
+        # three ratios: the bootstrap median of 3 draws is one of them, and
+        # the smallest (largest) comes out with probability 7/27 > 2.5%:
+        # the interval is their range
+        r = m["ratios"]["mercury_vs_ddp"]
+        check("the interval of 3 ratios is their range (1.5/1.1 .. 1.32/0.9)",
+              abs(r["lo"] - 1.5 / 1.1) < 1e-12 and abs(r["hi"] - 1.32 / 0.9) < 1e-12
+              and r["n"] == 3 and r["verdict"] == "faster", json.dumps(r))
+        # fifo/ddp per repetition: 1.2, 1.0/0.9, 1.0 -> [1.0, 1.2] holds 1.0
+        check("a ratio whose interval holds 1.0 is printed 'no difference'",
+              re.search(r"mercury\.torch, pfifo / stock DDP +1\.111x "
+                        r"\[1\.000-1\.200\] n=3  no difference", p.stdout) and
+              m["ratios"]["fifo_vs_ddp"]["verdict"] == "no difference" and
+              not re.search(r"sch_mercury / stock DDP .*no difference", p.stdout),
+              p.stdout)
         check("prediction is fifo-stream over mercury (1000/880)",
               abs(m["predicted"]["mercury_vs_fifo"] - 1000 / 880) < 1e-12)
         check("deviation from the prediction",
-              abs(meas["vs_prediction"] - ((1.4 / 1.1) / (1000 / 880) - 1)) < 1e-12)
+              abs(meas["vs_prediction"] - (1.32 / (1000 / 880) - 1)) < 1e-12)
         check("identical mercury.torch losses are reported identical",
               m["mercury_losses_identical"] is True)
         check("DDP's loss deviation is measured (5e-8 on a mean of 2.0)",
@@ -125,8 +145,10 @@ with tempfile.TemporaryDirectory() as d:
               and sc["mercury"]["phases"] == [2.0, 0.5, 2.0, 0.2]
               and sc["fifo"]["phases"] is None, p.stdout)
         check("the table says which targets were met",
-              "target 1.15x: met" in p.stdout and "NOT within 10%" in p.stdout,
-              p.stdout)
+              "over the best fp32 DDP variant (stock DDP): 1.400x [1.364-1.467] "
+              "n=3 (target 1.15x, lower end 1.05: met)" in p.stdout and
+              m["targets"] == {"mercury_vs_ddp": True} and
+              "NOT within 10%" in p.stdout, p.stdout)
 def netstat(retrans, rto, spurious):
     """/proc/net/snmp + netstat as a namespace shows them (groups of a
     names line and a values line; other counters around the ones read)."""
@@ -377,5 +399,171 @@ for what, prev_size in (("no --prev-size", None), ("--prev-size equal to --size"
 p = balance(prof_ms(8000), 128, "16mbit", '{"iteration_ms": ', 64)
 check("--balance --prev with a truncated profile is an error, exit 1",
       p.returncode == 1 and "Traceback" not in p.stderr, p.stdout + p.stderr)
+
+
+# The interval (report.bootstrap): a percentile bootstrap of the median,
+# seeded, so that known inputs give known intervals.
+ci = report.bootstrap({0: [1.0, 2.0]})
+check("two ratios 1 and 2: median 1.5, interval [1, 2] (a resample's median "
+      "is 1, 1.5 or 2), which holds 1.0: 'no difference'",
+      ci["median"] == 1.5 and ci["lo"] == 1.0 and ci["hi"] == 2.0 and
+      report.verdict(ci) == "no difference" and
+      report.fmt_ratio(ci) == "1.500x [1.000-2.000] n=2  no difference",
+      json.dumps(ci))
+# Nine distinct ratios x1 < ... < x9: the bootstrap median is x(k) or
+# less with probability P(Binomial(9, k/9) >= 5): 0.0014 for k = 1,
+# 0.0304 for k = 2, 0.9696 for k = 7, 0.9986 for k = 8; the 2.5% and
+# 97.5% quantiles are x(2) and x(8).
+nine = [1.01 + 0.01 * i for i in range(9)]
+ci = report.bootstrap({0: nine[::-1]})
+check("nine ratios 1.01..1.09: interval [1.02, 1.08], the exact bootstrap "
+      "distribution's 2.5% and 97.5% quantiles; above 1.0: 'faster'",
+      ci["median"] == nine[4] and ci["lo"] == nine[1] and ci["hi"] == nine[7]
+      and report.verdict(ci) == "faster" and
+      "no difference" not in report.fmt_ratio(ci), json.dumps(ci))
+ci = report.bootstrap({0: [0.8, 0.85, 0.9]})
+check("three ratios below 1: interval [0.8, 0.9], 'slower'",
+      ci["lo"] == 0.8 and ci["hi"] == 0.9 and report.verdict(ci) == "slower",
+      json.dumps(ci))
+ci = report.bootstrap({0: [1.0] * 4})
+check("equal ratios of 1.0: interval [1, 1], 'no difference'",
+      ci["lo"] == ci["hi"] == 1.0 and report.verdict(ci) == "no difference")
+ci = report.bootstrap({0: [1.3]})
+check("one ratio: no interval, and none claimed",
+      ci["lo"] is None and report.verdict(ci) == "no interval" and
+      report.fmt_ratio(ci) == "1.300x (1 run, no interval)" and
+      report.bootstrap({}) is None)
+check("the same seed gives the same interval; resamples are the stated number",
+      report.bootstrap({0: nine, 1: nine[:4]}) == report.bootstrap({0: nine, 1: nine[:4]})
+      and report.BOOT_RESAMPLES == 10000)
+# Two boots: boot 0's ratios all 1.2, boot 1's all 0.9. Resampling the
+# boots gives boot 0 twice (median 1.2), boot 1 twice (0.9) or one of
+# each (1.05), each pair with probability 1/4: the interval is [0.9, 1.2].
+ci = report.bootstrap({0: [1.2] * 3, 1: [0.9] * 3})
+check("two boots that disagree: the boots are resampled, [0.9, 1.2], "
+      "'no difference'",
+      ci["lo"] == 0.9 and ci["hi"] == 1.2 and ci["boots"] == 2 and
+      report.verdict(ci) == "no difference" and "2 boots" in report.fmt_ratio(ci),
+      json.dumps(ci))
+
+
+def boot_dir(d, table, extra=None):
+    """A run directory of model toy from {scheme: [it/s per repetition]}
+    (None: that repetition did not run); both ranks alike."""
+    os.makedirs(os.path.join(d, "runs"))
+    with open(os.path.join(d, "runs", "index"), "w") as idx:
+        for sch, reps in table.items():
+            for r, ips in enumerate(reps, 1):
+                if ips is None:
+                    continue
+                tag = "toy.%s.%d" % (sch, r)
+                idx.write("%s %d\n" % (tag, r))
+                for k in (0, 1):
+                    rk = rank(sch, k, ips, [2.0, 1.5, 1.0])
+                    rk["config"] = (extra or {}).get(sch, {})
+                    with open(os.path.join(d, "runs", "%s.r%d.json" % (tag, k)), "w") as f:
+                        json.dump(rk, f)
+
+
+def run_dirs(*dirs):
+    p = subprocess.run([sys.executable, os.path.join(here, "report.py"),
+                        "--out", dirs[0], "--rate", "10mbit", "--no-plot"]
+                       + list(dirs[1:]), capture_output=True, text=True)
+    js = None
+    if p.returncode == 0:
+        with open(os.path.join(dirs[0], "bench-torch.json")) as f:
+            js = json.load(f)
+    return p, js
+
+
+# Pairs only within one repetition of one boot: boot A ran ddp in
+# repetitions 1-2 and mercury in 2-3; boot B mercury in 1 only. Only
+# repetition 2 of boot A has both: one ratio, 2.0 / 1.0.
+with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+    boot_dir(a, {"ddp": [1.0, 1.0, None], "mercury": [None, 2.0, 4.0]})
+    boot_dir(b, {"ddp": [None], "mercury": [8.0]})
+    p, js = run_dirs(a, b)
+    r = js["models"]["toy"]["ratios"].get("mercury_vs_ddp") if js else None
+    check("ratios only of schemes run in the same repetition of the same boot",
+          r is not None and r["n"] == 1 and r["median"] == 2.0 and
+          r["lo"] is None and "2.000x (1 run, no interval)" in p.stdout,
+          p.stdout + p.stderr)
+
+# Several run directories (boots) as arguments: boot A's ratios are
+# 1.2 (x3), boot B's 1.25 (x3); the interval spans both boots' values
+# and the pooled median is 1.225.
+with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+    boot_dir(a, {"ddp": [1.0, 2.0, 1.5], "mercury": [1.2, 2.4, 1.8]})
+    boot_dir(b, {"ddp": [1.0, 2.0, 4.0], "mercury": [1.25, 2.5, 5.0]})
+    p, js = run_dirs(a, b)
+    r = js["models"]["toy"]["ratios"].get("mercury_vs_ddp") if js else None
+    check("two boots given as directories: 6 ratios in 2 boots, median 1.225, "
+          "interval [1.2, 1.25]",
+          r is not None and r["n"] == 6 and r["boots"] == 2 and
+          abs(r["median"] - 1.225) < 1e-12 and abs(r["lo"] - 1.2) < 1e-12 and
+          abs(r["hi"] - 1.25) < 1e-12 and "n=6, 2 boots" in p.stdout and
+          "two-stage over 2 boots" in js["interval"], p.stdout + p.stderr)
+
+# The DDP variants: their configuration is printed (ddp-tuned's sweep
+# from run.sh's tune-MODEL.txt, PowerSGD's rank), the best fp32 DDP
+# variant is the one faster than stock DDP, and mercury.torch is held
+# against it; a lossy scheme's loss difference is printed.
+with tempfile.TemporaryDirectory() as d:
+    boot_dir(d, {"ddp": [1.0, 1.0, 1.0], "ddp-tuned": [1.1, 1.1, 1.1],
+                 "ddp-fp16": [1.3, 1.3, 1.3], "ddp-powersgd": [2.0, 2.0, 2.0],
+                 "mercury": [1.21, 1.21, 1.21]},
+             {"ddp-tuned": {"bucket_cap_mb": 5.0, "gradient_as_bucket_view": True},
+              "ddp-fp16": {"comm_hook": "fp16_compress_hook"},
+              "ddp-powersgd": {"comm_hook": "powerSGD_hook",
+                               "matrix_approximation_rank": 2,
+                               "start_powerSGD_iter": 2, "min_compression_rate": 0.5}})
+    # PowerSGD's losses differ from the fp32 reduction's by 10%
+    for r in (1, 2, 3):
+        for k in (0, 1):
+            f = os.path.join(d, "runs", "toy.ddp-powersgd.%d.r%d.json" % (r, k))
+            with open(f) as g:
+                rk = json.load(g)
+            rk["losses"] = [2.0, 1.5, 1.1]
+            with open(f, "w") as g:
+                json.dump(rk, g)
+    with open(os.path.join(d, "tune-toy.txt"), "w") as f:
+        f.write("5\n1 0.500\n5 0.400\n25 0.450\n")
+    with open(os.path.join(d, "torch.env"), "w") as f:
+        f.write('QUICK=1\nSCHEMES="ddp ddp-tuned"\n')
+    with open(os.path.join(d, "skipped.txt"), "w") as f:
+        f.write("bench-torch: leaving out mercury-fp16: no compression yet\n")
+    p, js = run_dirs(d)
+    m = js["models"]["toy"] if js else {}
+    check("DDP variants: configuration and the bucket_cap_mb sweep printed",
+          "DDP tuned: bucket_cap_mb 5 (the sweep's fastest, s/iter: 1 MB 0.500, "
+          "5 MB 0.400, 25 MB 0.450), gradient_as_bucket_view True" in p.stdout and
+          "matrix_approximation_rank 2, start_powerSGD_iter 2" in p.stdout and
+          "DDP fp16_compress_hook: fp16_compress_hook" in p.stdout,
+          p.stdout + p.stderr)
+    check("mercury.torch against the best fp32 DDP variant (tuned, 1.1x): "
+          "1.1x, target NOT met",
+          abs(m.get("ratios", {}).get("mercury_vs_ddp-tuned", {}).get("median", 0) - 1.1)
+          < 1e-12 and "(DDP tuned buckets): 1.100x [1.100-1.100] n=3 (target 1.15x, "
+          "lower end 1.05: NOT met)" in p.stdout and
+          m.get("targets") == {"mercury_vs_ddp-tuned": False}, p.stdout)
+    check("every scheme against stock DDP, PowerSGD against mercury.torch",
+          all(k in m.get("ratios", {}) for k in (
+              "ddp-tuned_vs_ddp", "ddp-fp16_vs_ddp", "ddp-powersgd_vs_ddp",
+              "mercury_vs_ddp-powersgd", "mercury_vs_ddp-fp16")) and
+          abs(m["ratios"]["mercury_vs_ddp-powersgd"]["median"] - 0.605) < 1e-12 and
+          m["ratios"]["mercury_vs_ddp-powersgd"]["verdict"] == "slower", p.stdout)
+    check("a lossy scheme's loss difference is printed (PowerSGD 10%)",
+          "DDP PowerSGD 1.0e-01 (0.0e+00)" in p.stdout and
+          abs(m.get("lossy_rel_dev", {}).get("ddp-powersgd", 0) - 0.1) < 1e-12,
+          p.stdout)
+    check("a quick run is labelled a preview; the schemes left out are listed",
+          p.stdout.startswith("PREVIEW (BT_QUICK=1") and js["quick"] is True and
+          "leaving out mercury-fp16: no compression yet" in p.stdout, p.stdout)
+
+with open(os.path.join(here, "run.sh")) as f:
+    m = re.search(r'^ALL_SCHEMES="([^"]*)"', f.read(), re.M)
+check("run.sh runs the schemes the report knows, in its order",
+      m is not None and m.group(1).split() == report.SCHEMES and
+      all(s in report.LABEL for s in report.SCHEMES), m.group(1) if m else "")
 print("1..%d" % n)
 sys.exit(1 if fails else 0)
