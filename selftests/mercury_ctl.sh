@@ -292,7 +292,7 @@ for ((i = 0; i < 100; i++)); do
 done
 MERCURY_LIB=$MERCURY_ROOT/userspace/lib/libmercury.so.0 $IP netns exec $NS_S \
 	python3 -S - "$MERCURY_ROOT" $ADDR_R 5500 $ADDR_S 5501 > $W/qcheck.txt 2>&1 <<'PY'
-import errno, os, socket, sys
+import errno, os, socket, sys, tempfile
 sys.path.insert(0, sys.argv[1] + "/userspace/python")
 import mercury
 host, port, me, myport = sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
@@ -341,6 +341,21 @@ report("classes above the qdisc's levels are named",
        e is None and len(w) == 1 and "the channel set uses tags up to 12, the qdisc has 8 levels" in w[0], seen)
 e = make("off", source="mark", classes=[1, 2])
 report("off: no look at the qdisc, no line", e is None and not seen, seen)
+# no callback, as in every tool: warn still looks, and says it on stderr
+mercury.set_log(None)
+with tempfile.TemporaryFile() as f:
+    saved = os.dup(2)
+    os.dup2(f.fileno(), 2)
+    try:
+        e = make("warn", source="mark", classes=[1, 2])
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    f.seek(0)
+    err = f.read().decode()
+mercury.set_log(lambda lvl, msg: seen.append((lvl, msg)))
+report("warn with no log callback: the misfit on stderr, the set made",
+       e is None and "libmercury: chanset: " + MSG in err, err)
 # this namespace's own address is reached by loopback, not veth0
 e = make("strict", h=me, p=myport, source="mark")
 report("a connection leaving by lo (no mercury qdisc): a note, strict passes",
@@ -357,6 +372,6 @@ while IFS= read -r line; do
 	"FAIL: "*) ktap_fail "chanset check: ${line#FAIL: }" ;;
 	esac
 done < $W/qcheck.txt
-ktap_check "chanset check: all 7 cases ran" test $n_ok -eq 7
+ktap_check "chanset check: all 8 cases ran" test $n_ok -eq 8
 mc delete veth0
 ktap_finish

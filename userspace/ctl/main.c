@@ -77,7 +77,9 @@ static void mctl_usage(FILE *f)
 		"  -p, --prometheus  Prometheus text format (show, stats)\n"
 		"  -n, --netns NAME  work in network namespace NAME\n"
 		"  -V, --version     print the version\n"
-		"Commands may be abbreviated to any unique prefix.\n", prog);
+		"  -h, --help        this text (also after a command)\n"
+		"Commands may be abbreviated to any unique prefix.\n"
+		"Exit status: 0 ok, 1 failure, 2 usage error\n", prog);
 }
 
 static struct mctl_nl *mctl_connect(int *rc)
@@ -508,6 +510,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const struct mctl_cmd *cmd;
+	const char *first;
 	bool ambiguous;
 	int c;
 
@@ -533,7 +536,8 @@ int main(int argc, char **argv)
 			netns = optarg;
 			break;
 		case 'V':
-			printf("%s %s (libnl-route-3)\n", prog, MERCURY_VERSION_STRING);
+			/* libmercury is linked in statically: its version is ours */
+			printf("%s %s\n", prog, mercury_version());
 			return 0;
 		case 'h':
 			mctl_usage(stdout);
@@ -554,6 +558,19 @@ int main(int argc, char **argv)
 		return mctl_fail(2, "%s command '%s' (try '%s help')",
 				 ambiguous ? "ambiguous" : "unknown", argv[0],
 				 prog);
+	/*
+	 * A command's first word is a device (after stats' --prometheus):
+	 * one that starts with '-' is an option the command does not have,
+	 * a usage error (2), not "no such device" (1); --help there is help.
+	 */
+	first = argc > 1 ? argv[1] : NULL;
+	if (first && cmd->fn == do_stats && !strcmp(first, "--prometheus"))
+		first = argc > 2 ? argv[2] : NULL;
+	if (first && (!strcmp(first, "-h") || !strcmp(first, "--help")))
+		return do_help(0, NULL);
+	if (first && first[0] == '-')
+		return mctl_fail(2, "%s: unknown option '%s' (try '%s help')",
+				 cmd->name, first, prog);
 	if (out_mode == MCTL_OUT_PROM && cmd->fn != do_show &&
 	    cmd->fn != do_stats) {
 		out_mode = MCTL_OUT_TEXT;

@@ -17,6 +17,7 @@
 #include <json.h>
 
 #include "place.h"
+#include "tools.h"
 
 void mp_cluster_free(struct mp_cluster *c)
 {
@@ -30,6 +31,7 @@ void mp_cluster_free(struct mp_cluster *c)
 	memset(c, 0, sizeof(*c));
 }
 
+/* -ENOENT: absent (callers may default it); -EINVAL: not a finite number. */
 static int num(struct json_object *o, const char *key, double *out)
 {
 	struct json_object *v;
@@ -96,7 +98,7 @@ static int parse_obj(struct json_object *root, struct mp_cluster *c,
 {
 	struct json_object *devs, *net, *links;
 	double bw, lat;
-	int d;
+	int d, ret;
 
 	if (!json_object_is_type(root, json_type_object))
 		return mp_set_err(err, -EINVAL, "cluster: top level is not an object");
@@ -113,11 +115,12 @@ static int parse_obj(struct json_object *root, struct mp_cluster *c,
 	    num(net, "bandwidth_Bps", &bw) || !(bw > 0))
 		return mp_set_err(err, -EINVAL,
 				  "cluster: network.bandwidth_Bps must be a number > 0");
-	if (num(net, "latency_s", &lat))
+	ret = num(net, "latency_s", &lat);
+	if (ret == -ENOENT)
 		lat = 0;
-	if (lat < 0)
+	else if (ret || lat < 0)
 		return mp_set_err(err, -EINVAL,
-				  "cluster: network.latency_s is negative");
+				  "cluster: network.latency_s must be a number >= 0");
 	mp_cluster_make(c, d, 1, 1, bw, lat);
 	for (int i = 0; i < d; i++) {
 		struct json_object *o = json_object_array_get_idx(devs, i);
@@ -198,18 +201,23 @@ int mp_cluster_parse(const char *text, struct mp_cluster *c,
 int mp_cluster_load(const char *path, struct mp_cluster *c,
 		    struct mp_err *err)
 {
-	struct json_object *root = json_object_from_file(path);
+	struct json_object *root;
+	char msg[MT_ERRLEN];
 	int ret;
 
 	memset(c, 0, sizeof(*c));
-	if (!root)
-		return mp_set_err(err, -EINVAL, "%s: cannot read cluster JSON: %s",
-				  path, json_util_get_last_err() ?
-				  json_util_get_last_err() : "?");
+	ret = mt_read_json(path, &root, msg, sizeof(msg));
+	if (ret)
+		return mp_set_err(err, ret, "%s", msg);
 	ret = parse_obj(root, c, err);
 	json_object_put(root);
-	if (ret)
+	if (ret) {
 		mp_cluster_free(c);
+		if (err) {
+			snprintf(msg, sizeof(msg), "%s", err->msg);
+			mp_set_err(err, ret, "%s: %s", path, msg);
+		}
+	}
 	return ret;
 }
 

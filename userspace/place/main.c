@@ -9,8 +9,10 @@
  *
  * Commands are matched by unique prefix, as bpftool does.  Usage errors
  * exit 2, bad data exits 1; with -j errors are {"error": "..."} on stdout.
- * Plans are written by libmercury (mercury_plan_save()): this program
- * hands it the priorities and its own sections (plan.c).
+ * Plans are serialized by libmercury (mercury_plan_save_buf()): this
+ * program hands it the priorities and its own sections (plan.c). Output
+ * files replace their target only when complete, and PNGs are drawn
+ * without a script built from data (../common/tools.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,24 +28,44 @@
 #include <mercury/mercury.h>
 
 #include "place.h"
+#include "tools.h"
 
 #define PROG "mercury-place"
 
 static int json_out;
+/* the command being run, for messages */
+static const char *cmd_name = "place";
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [--replicas N [--bandwidth BPS]] [PLAN] [-j] [-o FILE]\n"
+		"Usage: " PROG " [place] --profile FILE --cluster FILE [--algo NAME] [--replicas N [--bandwidth RATE]] [PLAN] [-j] [-o FILE]\n"
 		"       " PROG " compare --profile FILE --cluster FILE [-j] [--png FILE]\n"
-		"       " PROG " pipe --profile FILE --cluster FILE [--pipedream-model] [--no-memory] [--bandwidth BPS] [--simulate N] [PLAN] [-j] [-o FILE]\n"
-		"       " PROG " pipedream --profiles DIR [--bandwidth BPS]\n"
+		"       " PROG " pipe --profile FILE --cluster FILE [--pipedream-model] [--no-memory] [--bandwidth RATE] [--simulate N] [--replicas N] [PLAN] [-j] [-o FILE]\n"
+		"       " PROG " pipedream --profiles DIR [--bandwidth RATE]\n"
 		"       " PROG " bench --profiles DIR [--out DIR] [--synthetic N]\n"
-		"       " PROG " help\n"
+		"       " PROG " help | -h | --help | -V | --version\n"
+		"Commands (any unique prefix):\n"
+		"  place      place the model's layers on the cluster's devices with --algo and\n"
+		"             print the per-tensor priority plan the tagger reads (-o: write it)\n"
+		"  compare    run every algorithm on the same model and cluster and print each\n"
+		"             one's step time against the lower bound (--png: a bar chart)\n"
+		"  pipe       cut the model into pipeline stages over the devices and print the\n"
+		"             stages and the period (-o: a plan with a pipeline section)\n"
+		"  pipedream  run pipe under PipeDream's cost model on DIR/pipedream/*.graph.txt\n"
+		"             and set its speedups beside the ones PipeDream published\n"
+		"  bench      run every algorithm on every profile in DIR/h200 and DIR/pipedream\n"
+		"             on 2, 4 and 8 devices and time the planning; writes bench.dat and\n"
+		"             bench.png to --out (default out)\n"
 		"NAME: mercury (default), m-topo, m-etf, m-sct, dp, single, even\n"
 		"FILE for --profile: an h200 *.json or a pipedream *.graph.txt\n"
 		"PLAN: [--levels N] [--tag-source mark|priority|dscp] [--shift N] [--mask N]\n"
-		"  --levels N squeezes the tags into 1..N keeping their order (the qdisc's levels)\n");
+		"  --levels N squeezes the tags into 1..N keeping their order (the qdisc's levels)\n"
+		"RATE: a number with a unit as tc reads rates: 10gbit (bit/s), 1.25gbps (bytes/s);\n"
+		"  a bare number is refused: it meant bytes/s here, bit/s in tc and mercury-sim\n"
+		"-o, --output FILE and --png FILE replace FILE only once complete; --png needs gnuplot\n"
+		"-j, --json: JSON output, errors as {\"error\": \"...\"}\n"
+		"Exit status: 0 ok, 1 failure, 2 usage error\n");
 }
 
 static int fail(int code, const char *fmt, ...)
@@ -71,12 +93,43 @@ static int fail(int code, const char *fmt, ...)
 	return code;
 }
 
+/*
+ * The options, one bit each: a command names those it uses, and any other
+ * is a usage error rather than silently ignored (compare -o, pipe --png).
+ */
+enum {
+	O_PROFILE = 1 << 0, O_CLUSTER = 1 << 1, O_ALGO = 1 << 2,
+	O_OUTPUT = 1 << 3, O_JSON = 1 << 4, O_PNG = 1 << 5,
+	O_PROFILES = 1 << 6, O_OUTDIR = 1 << 7, O_SYNTH = 1 << 8,
+	O_PDMODEL = 1 << 9, O_NOMEM = 1 << 10, O_BW = 1 << 11,
+	O_SIM = 1 << 12, O_REPL = 1 << 13, O_PLAN = 1 << 14, O_HELP = 1 << 15,
+};
+
 struct opts {
 	const char *profile, *cluster, *algo, *out, *png, *profiles, *outdir;
 	int synthetic, pipedream, nomem, sim, replicas;
 	double bandwidth;
 	struct mp_plan_fmt fmt;
 };
+
+static const struct optbit {
+	int ch, bit;
+} optbits[] = {
+	{ 'p', O_PROFILE }, { 'c', O_CLUSTER }, { 'a', O_ALGO },
+	{ 'o', O_OUTPUT }, { 'j', O_JSON }, { 'g', O_PNG },
+	{ 'P', O_PROFILES }, { 'O', O_OUTDIR }, { 's', O_SYNTH },
+	{ 'D', O_PDMODEL }, { 'M', O_NOMEM }, { 'b', O_BW }, { 'S', O_SIM },
+	{ 'R', O_REPL }, { 'L', O_PLAN }, { 'T', O_PLAN }, { 'H', O_PLAN },
+	{ 'K', O_PLAN }, { 'h', O_HELP }, { 'V', O_HELP },
+};
+
+static int opt_allowed(int ch, int allowed)
+{
+	for (size_t i = 0; i < sizeof(optbits) / sizeof(optbits[0]); i++)
+		if (optbits[i].ch == ch)
+			return !!(optbits[i].bit & allowed);
+	return 1;	/* '?': getopt's own error, reported below */
+}
 
 /* C integer syntax (0x.. for masks), lo..hi; the whole string. */
 static int parse_uint(const char *opt, const char *arg, unsigned long lo,
@@ -94,7 +147,7 @@ static int parse_uint(const char *opt, const char *arg, unsigned long lo,
 	return 0;
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o)
+static int parse_opts(int argc, char **argv, struct opts *o, int allowed)
 {
 	static const struct option lo[] = {
 		{ "profile", required_argument, NULL, 'p' },
@@ -116,6 +169,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "shift", required_argument, NULL, 'H' },
 		{ "mask", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 }
 	};
 	unsigned long u;
@@ -126,7 +180,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	o->outdir = "out";
 	o->synthetic = 100000;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "p:c:a:o:jh", lo, NULL)) != -1) {
+	allowed |= O_HELP;
+	while ((ch = getopt_long(argc, argv, "p:c:a:o:jhV", lo, NULL)) != -1) {
+		if (!opt_allowed(ch, allowed)) {
+			const struct option *l = lo;
+
+			while (l->name && l->val != ch)
+				l++;
+			return fail(2, "%s: --%s is not an option of this command",
+				    cmd_name, l->name);
+		}
 		switch (ch) {
 		case 'p': o->profile = optarg; break;
 		case 'c': o->cluster = optarg; break;
@@ -149,12 +212,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'D': o->pipedream = 1; break;
 		case 'M': o->nomem = 1; break;
 		case 'b': {
+			char msg[MT_ERRLEN];
 			double bps;
 
-			/* a bare number is bytes per second, as tc takes it */
-			if (mercury_parse_rate(optarg, 8, &bps))
-				return fail(2, "--bandwidth: expected bytes per second > 0 or a rate (10gbit), got '%s'",
-					    optarg);
+			if (mt_parse_rate(optarg, 0, &bps, msg, sizeof(msg)))
+				return fail(2, "--bandwidth: %s", msg);
 			o->bandwidth = bps / 8;
 			break;
 		}
@@ -200,11 +262,19 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->fmt.mask = u;
 			break;
 		case 'h': usage(stdout); exit(0);
+		/* the library is linked in statically: its version is ours */
+		case 'V': printf(PROG " %s\n", mercury_version()); exit(0);
 		default: usage(stderr); return 2;
 		}
 	}
 	if (optind < argc)
 		return fail(2, "unexpected argument '%s'", argv[optind]);
+	/* every tag written must survive the qdisc's mask (mercury-run's check) */
+	if (mercury_tag_check(&(struct mercury_tag_opts){
+			.sz = sizeof(struct mercury_tag_opts),
+			.source = o->fmt.tag_source, .shift = o->fmt.shift,
+			.mask = o->fmt.mask }, o->fmt.levels ? o->fmt.levels : 1))
+		return fail(2, "%s", mercury_last_error());
 	return 0;
 }
 
@@ -222,9 +292,41 @@ static int load_inputs(const struct opts *o, struct mp_graph *g,
 		return fail(1, "%s", err.msg);
 	if (mp_cluster_load(o->cluster, c, &err)) {
 		mp_graph_free(g);
-		return fail(1, "%s: %s", o->cluster, err.msg);
+		return fail(1, "%s", err.msg);
 	}
 	return 0;
+}
+
+/* Print and free j: valid JSON or, where a number is not finite, an error. */
+static int print_json(struct json_object *j, int flags)
+{
+	int ret = 0;
+
+	if (mp_json_finite(j))
+		printf("%s\n", json_object_to_json_string_ext(j, flags |
+					JSON_C_TO_STRING_NOSLASHESCAPE));
+	else
+		ret = fail(1, "a result is not a finite number (inputs too large?)");
+	json_object_put(j);
+	return ret;
+}
+
+/*
+ * The plan file replaces FILE only once it is complete: a failed write
+ * (disk full, quota, a signal) leaves the previous plan as it was.
+ */
+static int save_plan(const struct mercury_plan *mp, const char *path)
+{
+	char msg[MT_ERRLEN];
+	size_t len;
+	char *s;
+	int ret;
+
+	if (mercury_plan_save_buf(mp, &s, &len))
+		return fail(1, "%s", mercury_last_error());
+	ret = mt_write_file(path, s, len, msg, sizeof(msg));
+	free(s);
+	return ret ? fail(1, "%s", msg) : 0;
 }
 
 /* Solve with one algorithm and build its plan (timed). */
@@ -249,7 +351,9 @@ static int cmd_place(int argc, char **argv)
 	struct opts o;
 	int algo, ret, *place;
 
-	ret = parse_opts(argc, argv, &o);
+	ret = parse_opts(argc, argv, &o,
+			 O_PROFILE | O_CLUSTER | O_ALGO | O_OUTPUT | O_JSON |
+			 O_REPL | O_BW | O_PLAN);
 	if (ret)
 		return ret;
 	algo = mp_algo_parse(o.algo);
@@ -283,11 +387,20 @@ static int cmd_place(int argc, char **argv)
 
 		mercury_plan_get_info(mp, &info, sizeof(info));
 		if (o.out) {
-			if (mercury_plan_save(mp, o.out)) {
-				ret = fail(1, "%s", mercury_last_error());
+			if (save_plan(mp, o.out)) {
+				ret = 1;
 			} else if (json_out) {
-				printf("{\"written\": \"%s\", \"step_time_ms\": %.6f, \"lower_bound_ms\": %.6f, \"levels\": %u}\n",
-				       o.out, p.step_ms, p.lb.lb_ms, info.levels);
+				struct json_object *j = json_object_new_object();
+
+				json_object_object_add(j, "written",
+						       json_object_new_string(o.out));
+				json_object_object_add(j, "step_time_ms",
+						       json_object_new_double(p.step_ms));
+				json_object_object_add(j, "lower_bound_ms",
+						       json_object_new_double(p.lb.lb_ms));
+				json_object_object_add(j, "levels",
+						       json_object_new_int64(info.levels));
+				ret = print_json(j, JSON_C_TO_STRING_SPACED);
 			} else {
 				printf("%s: %s on %d devices with %s: step %.3f ms (lower bound %.3f, x%.3f), solved in %.2f ms, %d tagged tensors in %u levels -> %s\n",
 				       PROG, g.model, c.d, mp_algo_name(algo),
@@ -341,6 +454,12 @@ static void run_all(const struct mp_graph *g, const struct mp_cluster *c,
 			snprintf(r->msg, sizeof(r->msg), "%s", err.msg);
 			continue;
 		}
+		if (!isfinite(p.step_ms) || !isfinite(p.sim_ms)) {
+			snprintf(r->msg, sizeof(r->msg),
+				 "step time is not a finite number");
+			mp_plan_free(&p);
+			continue;
+		}
 		r->ok = 1;
 		r->solve_ms = p.solve_ms;
 		r->step_ms = p.step_ms;
@@ -357,17 +476,46 @@ static void run_all(const struct mp_graph *g, const struct mp_cluster *c,
 	free(place);
 }
 
-static void gnuplot(const char *script)
-{
-	FILE *f = popen("gnuplot 2>&1", "w");
+/*
+ * compare --png: a bar per algorithm. ARG1 the rows ("algo" ratio),
+ * ARG2 the model's name, ARG3 the device count.
+ */
+static const char compare_gp[] =
+	"set terminal pngcairo size 800,500 noenhanced\n"
+	"set title sprintf('%s on %s devices: step time / lower bound (0 = failed)', ARG2, ARG3)\n"
+	"set style fill solid 0.7\nset boxwidth 0.6\n"
+	"set yrange [0:*]\nset grid y\nunset key\n"
+	"plot ARG1 using 0:2:xtic(1) with boxes\n";
 
-	if (!f) {
-		fprintf(stderr, PROG ": gnuplot not available, no PNG\n");
-		return;
+static int compare_png(const char *png, const struct mp_graph *g,
+		       const struct mp_cluster *c, const struct row *rows,
+		       double lb_ms)
+{
+	char devs[16], msg[MT_ERRLEN];
+	const char *args[] = { g->model, devs, NULL };
+	struct mt_plot p = {
+		.script = compare_gp, .args = args, .out = png,
+	};
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int ret;
+
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return fail(1, "--png: out of memory");
+	for (int a = 0; a < MP_ALGO_COUNT; a++) {
+		mt_plot_label(f, mp_algo_name(a));
+		fprintf(f, " %.6f\n", rows[a].ok && isfinite(rows[a].step_ms / lb_ms) ?
+			rows[a].step_ms / lb_ms : 0);
 	}
-	fputs(script, f);
-	if (pclose(f))
-		fprintf(stderr, PROG ": gnuplot failed, no PNG\n");
+	fclose(f);
+	snprintf(devs, sizeof(devs), "%d", c->d);
+	p.data = buf;
+	p.len = len;
+	ret = mt_plot_png(&p, msg, sizeof(msg));
+	free(buf);
+	return ret ? fail(1, "--png: %s", msg) : 0;
 }
 
 static int cmd_compare(int argc, char **argv)
@@ -379,7 +527,8 @@ static int cmd_compare(int argc, char **argv)
 	struct opts o;
 	int ret;
 
-	ret = parse_opts(argc, argv, &o);
+	ret = parse_opts(argc, argv, &o,
+			 O_PROFILE | O_CLUSTER | O_JSON | O_PNG);
 	if (ret)
 		return ret;
 	ret = load_inputs(&o, &g, &c);
@@ -387,7 +536,10 @@ static int cmd_compare(int argc, char **argv)
 		return ret;
 	mp_lower_bound(&g, &c, &lb);
 	run_all(&g, &c, rows);
-	if (json_out) {
+	/* -j: the results or an error, never both; text: the table stays */
+	if (json_out && o.png && compare_png(o.png, &g, &c, rows, lb.lb_ms)) {
+		ret = 1;
+	} else if (json_out) {
 		struct json_object *j = json_object_new_object();
 		struct json_object *arr = json_object_new_array();
 
@@ -422,10 +574,8 @@ static int cmd_compare(int argc, char **argv)
 			json_object_array_add(arr, e);
 		}
 		json_object_object_add(j, "results", arr);
-		printf("%s\n", json_object_to_json_string_ext(j,
-					JSON_C_TO_STRING_PRETTY |
-					JSON_C_TO_STRING_SPACED));
-		json_object_put(j);
+		ret = print_json(j, JSON_C_TO_STRING_PRETTY |
+				 JSON_C_TO_STRING_SPACED);
 	} else {
 		printf("%s (%s, %d nodes, %d edges) on %d devices; lower bound %.3f ms = max(critical path %.3f + memory %.3f, work %.3f, communication-aware path %.3f)\n",
 		       g.model, g.format, g.n, g.ne, c.d, lb.lb_ms, lb.cp_ms,
@@ -444,34 +594,11 @@ static int cmd_compare(int argc, char **argv)
 			       rows[a].used, rows[a].maxmem / 1e9);
 		}
 	}
-	if (o.png) {
-		char *dat = mp_calloc(strlen(o.png) + 8, 1), *gp;
-		FILE *f;
-
-		sprintf(dat, "%s.dat", o.png);
-		f = fopen(dat, "w");
-		if (f) {
-			for (int a = 0; a < MP_ALGO_COUNT; a++)
-				fprintf(f, "%s %.6f\n", mp_algo_name(a),
-					rows[a].ok ? rows[a].step_ms / lb.lb_ms : 0);
-			fclose(f);
-			gp = mp_calloc(4096, 1);
-			snprintf(gp, 4096,
-				 "set terminal pngcairo size 800,500 noenhanced\n"
-				 "set output '%s'\n"
-				 "set title '%s on %d devices: step time / lower bound (0 = failed)'\n"
-				 "set style fill solid 0.7\nset boxwidth 0.6\n"
-				 "set yrange [0:*]\nset grid y\nunset key\n"
-				 "plot '%s' using 0:2:xtic(1) with boxes\n",
-				 o.png, g.model, c.d, dat);
-			gnuplot(gp);
-			free(gp);
-		}
-		free(dat);
-	}
+	if (!json_out && o.png)
+		ret = compare_png(o.png, &g, &c, rows, lb.lb_ms);
 	mp_graph_free(&g);
 	mp_cluster_free(&c);
-	return 0;
+	return ret;
 }
 
 /* ---- bench -------------------------------------------------------------- */
@@ -560,7 +687,7 @@ static int bench_regime(char **files, int nf, int small, FILE *dat,
 		struct mp_graph g;
 		struct mp_err err;
 		const char *base = strrchr(files[i], '/');
-		char label[64];
+		char label[64], cas[80];
 
 		if (mp_graph_load(files[i], &g, &err)) {
 			printf("%s: %s\n", files[i], err.msg);
@@ -625,7 +752,9 @@ static int bench_regime(char **files, int nf, int small, FILE *dat,
 					mp_pipe_free(&pp);
 				}
 			}
-			fprintf(dat, "\"%s/%d\" %d", label, devs[k], small);
+			snprintf(cas, sizeof(cas), "%s/%d", label, devs[k]);
+			mt_plot_label(dat, cas);
+			fprintf(dat, " %d", small);
 			for (int a = 0; a < MP_ALGO_COUNT; a++)
 				fprintf(dat, " %.6f", rows[a].ok ?
 					rows[a].step_ms / lb.lb_ms : 0.0 / 0.0);
@@ -637,17 +766,32 @@ static int bench_regime(char **files, int nf, int small, FILE *dat,
 	return 0;
 }
 
+/* bench's plot: ARG1 is bench.dat (a header line, then a row per case). */
+static const char bench_gp[] =
+	"set terminal pngcairo size 1400,700 noenhanced\n"
+	"set title 'Simulated step time / lower bound (80 GB, then 16 GB devices)'\n"
+	"set xtics rotate by 90 right font ',7'\n"
+	"set ylabel 'step / lower bound'\nset grid y\nset key top left\n"
+	"set datafile missing 'nan'\n"
+	"set logscale y\nset yrange [0.95:*]\n"
+	"plot for [i=9:4:-1] ARG1 using 0:i:xtic(1) with points pt 7 ps 0.7 title columnhead(i), "
+	"'' using 0:3 with points pt 6 ps 1.6 lw 2 lc rgb 'black' title columnhead(3)\n";
+
 static int cmd_bench(int argc, char **argv)
 {
 	int cases = 0, wins = 0, within5 = 0, ran = 0, nf, big = -1, bign = 0;
-	char **files, datpath[4096], pngpath[4096], *gp;
+	char **files, datpath[4096], pngpath[4096], msg[MT_ERRLEN];
+	struct mt_plot plot = { .script = bench_gp };
 	struct mp_cluster c;
 	struct mp_graph g;
+	char *rows = NULL;
+	size_t len = 0;
 	struct opts o;
 	FILE *dat;
 	int ret;
 
-	ret = parse_opts(argc, argv, &o);
+	ret = parse_opts(argc, argv, &o,
+			 O_PROFILES | O_OUTDIR | O_SYNTH);
 	if (ret)
 		return ret;
 	if (!o.profiles)
@@ -659,9 +803,10 @@ static int cmd_bench(int argc, char **argv)
 	mkdir(o.outdir, 0755);
 	snprintf(datpath, sizeof(datpath), "%s/bench.dat", o.outdir);
 	snprintf(pngpath, sizeof(pngpath), "%s/bench.png", o.outdir);
-	dat = fopen(datpath, "w");
+	/* the table is kept as DIR/bench.dat and plotted from a private copy */
+	dat = open_memstream(&rows, &len);
 	if (!dat)
-		return fail(1, "%s: %s", datpath, strerror(errno));
+		return fail(1, "out of memory");
 	fprintf(dat, "case 16GB");
 	for (int a = 0; a < MP_ALGO_COUNT; a++)
 		fprintf(dat, " %s", mp_algo_name(a));
@@ -704,25 +849,24 @@ static int cmd_bench(int argc, char **argv)
 		mp_cluster_free(&c);
 		mp_graph_free(&g);
 	}
-	gp = mp_calloc(16384, 1);
-	snprintf(gp, 16384,
-		 "set terminal pngcairo size 1400,700\n"
-		 "set output '%s'\n"
-		 "set title 'Simulated step time / lower bound (80 GB, then 16 GB devices)'\n"
-		 "set xtics rotate by 90 right font ',7'\n"
-		 "set ylabel 'step / lower bound'\nset grid y\nset key top left\n"
-		 "set datafile missing 'nan'\nset termoption noenhanced\n"
-		 "set logscale y\nset yrange [0.95:*]\n"
-		 "plot for [i=9:4:-1] '%s' using 0:i:xtic(1) with points pt 7 ps 0.7 title columnhead(i), "
-		 "'' using 0:3 with points pt 6 ps 1.6 lw 2 lc rgb 'black' title columnhead(3)\n",
-		 pngpath, datpath);
-	gnuplot(gp);
-	free(gp);
-	printf("table data: %s, plot: %s\n", datpath, pngpath);
+	ret = mt_write_file(datpath, rows, len, msg, sizeof(msg));
+	if (ret) {
+		ret = fail(1, "%s", msg);
+	} else {
+		plot.data = rows;
+		plot.len = len;
+		plot.out = pngpath;
+		ret = mt_plot_png(&plot, msg, sizeof(msg));
+		if (ret)
+			ret = fail(1, "%s: %s", pngpath, msg);
+	}
+	free(rows);
+	if (!ret)
+		printf("table data: %s, plot: %s\n", datpath, pngpath);
 	for (int i = 0; i < nf; i++)
 		free(files[i]);
 	free(files);
-	return 0;
+	return ret;
 }
 
 /* ---- pipelined placement ------------------------------------------------ */
@@ -838,7 +982,9 @@ static int cmd_pipe(int argc, char **argv)
 	double sim_ms = 0;
 	int ret;
 
-	ret = parse_opts(argc, argv, &o);
+	ret = parse_opts(argc, argv, &o,
+			 O_PROFILE | O_CLUSTER | O_PDMODEL | O_NOMEM |
+			 O_BW | O_SIM | O_REPL | O_PLAN | O_JSON | O_OUTPUT);
 	if (ret)
 		return ret;
 	ret = load_inputs(&o, &g, &c);
@@ -887,8 +1033,8 @@ static int cmd_pipe(int argc, char **argv)
 		}
 		if (ret)
 			ret = fail(1, "%s", err.msg);
-		else if (mercury_plan_save(mp, o.out))
-			ret = fail(1, "%s", mercury_last_error());
+		else if (save_plan(mp, o.out))
+			ret = 1;
 		mercury_plan_free(mp);
 		if (built)
 			mp_plan_free(&pl);
@@ -902,11 +1048,8 @@ static int cmd_pipe(int argc, char **argv)
 		struct json_object *j = pipe_json(&g, &c, &p, &po, sim_ms,
 						  po.pipedream ? 0 : o.sim);
 
-		printf("%s\n", json_object_to_json_string_ext(j,
-					JSON_C_TO_STRING_PRETTY |
-					JSON_C_TO_STRING_SPACED |
-					JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(j);
+		ret = print_json(j, JSON_C_TO_STRING_PRETTY |
+				 JSON_C_TO_STRING_SPACED);
 	} else {
 		pipe_print(&g, &p, &po, sim_ms, po.pipedream ? 0 : o.sim);
 	}
@@ -941,15 +1084,23 @@ static const struct pdref {
 
 static int cmd_pipedream(int argc, char **argv)
 {
+	int ret, worse = 0, unread = 0;
+	char dir[4096];
 	struct opts o;
-	int ret, worse = 0;
+	struct stat st;
 	double bw;
 
-	ret = parse_opts(argc, argv, &o);
+	ret = parse_opts(argc, argv, &o,
+			 O_PROFILES | O_BW);
 	if (ret)
 		return ret;
 	if (!o.profiles)
 		return fail(2, "pipedream needs --profiles DIR");
+	snprintf(dir, sizeof(dir), "%s/pipedream", o.profiles);
+	if (stat(dir, &st))
+		return fail(1, "%s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return fail(1, "%s: not a directory", dir);
 	bw = o.bandwidth > 0 ? o.bandwidth : 1.25e9;
 	printf("PipeDream's cost model, %.4g B/s, no memory constraint: speedup over one machine (stages)\n", bw);
 	printf("%-14s | %-22s %6s | %-22s %6s | %-13s %-13s\n", "model",
@@ -968,6 +1119,7 @@ static int cmd_pipedream(int argc, char **argv)
 		if (mp_graph_load(path, &g, &err)) {
 			printf("%s: %s\n", r->model, err.msg);
 			worse++;
+			unread++;
 			continue;
 		}
 		for (int k = 0; k < 2; k++) {
@@ -1051,6 +1203,9 @@ static int cmd_pipedream(int argc, char **argv)
 		mp_graph_free(&g);
 	}
 	printf("* period simulated (memory limits the stash); ! a whole replica does not fit in 16 GB\n");
+	if (unread)
+		return fail(1, "%d of %zu PipeDream graphs could not be read",
+			    unread, sizeof(pdrefs) / sizeof(pdrefs[0]));
 	return 0;
 }
 
@@ -1108,5 +1263,6 @@ int main(int argc, char **argv)
 	}
 	if (!hit)
 		return fail(2, "unknown command '%s'", argv[1]);
+	cmd_name = hit->name;
 	return hit->fn(argc - 1, argv + 1);
 }

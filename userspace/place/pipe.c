@@ -9,25 +9,30 @@
  * (every prefix of a topological order is closed under predecessors, so
  * every cut sends forward only).  A dynamic programme over (prefix, machines
  * used, replicas of the last stage) finds the best partition exactly, for
- * that order, under one of two cost models:
+ * that order, under one of two cost models.  Both price a cut by X, every
+ * tensor that crosses it: the output of each member in the prefix with a
+ * consumer after it, counted once however many consumers it has there (a
+ * residual block's skip tensor, a concatenated feature map, not only the
+ * prefix's last outputs); this is what PipeDream's optimizer charges too
+ * (augment_antichain adds to a state's antichain every ancestor whose
+ * output leaves it).  On PipeDream graphs both models zero the Input
+ * sources (data loading, not the device's) and drop the __getitem__ sinks,
+ * as its optimizer does; their edges carry nothing.
  *
  *  - PipeDream's (optimizer_graph_hierarchical.py, as published): a stage
  *    of compute C and parameters P on r replicas takes
  *    (C + 4 (r-1) P / (r B)) / r per micro-batch (the weight exchange does
- *    not overlap compute); a cut costs 2 X / (B r) on each side, X being the
- *    activations of the prefix's maximal nodes (its antichain); memory is
- *    not constrained.  Its Input sources are zeroed and __getitem__ sinks
- *    dropped, as its optimizer does.
+ *    not overlap compute); a cut between r1 and r2 replicas costs
+ *    2 X / (B r) on either side, r being that side's replicas, so
+ *    2 X / (B min(r1, r2)) in all; memory is not constrained.
  *  - Mercury's (the default): the exchange between replicas is a ring
  *    all-reduce, 2 (r-1) P / (r B), on the device's own port, overlapping
  *    compute (gradients leave as they become ready, in the plan's order),
- *    so a stage takes max(C, AR) / r; a cut carries every activation that
- *    crosses it (X_true: all producers in the prefix with a consumer after
- *    it), forward on one directed link and its gradient back on the other;
- *    micro-batch i runs on replica i mod r of every stage, so a cut between
- *    r1 and r2 replicas spreads over lcm(r1, r2) links and costs
- *    (latency + X_true / B) / lcm(r1, r2); every device's memory is
- *    checked (below).
+ *    so a stage takes max(C, AR) / r; a cut carries X forward on one
+ *    directed link and its gradient back on the other; micro-batch i runs
+ *    on replica i mod r of every stage, so a cut between r1 and r2 replicas
+ *    spreads over lcm(r1, r2) links and costs (latency + X / B) /
+ *    lcm(r1, r2); every device's memory is checked (below).
  *
  * Memory of a stage replica with w micro-batches in flight (1F1B: w =
  * ceil(machines from this stage to the end / r)): 3 P (weights, gradients,
@@ -92,61 +97,61 @@ static int lcm(int a, int b)
 struct pcum {
 	int n;
 	double *C, *P, *A;	/* compute (ms), params, stashed activations */
-	double *xpd, *xtrue;	/* cut after k nodes: antichain / crossing */
-	double *recv;		/* activations received by a stage starting at k */
+	double *X;		/* bytes crossing the cut after k nodes */
 	int nt;			/* tied tensors with an owner elsewhere */
 	int *thome, *tother;	/* positions of the first and another owner */
 	double *tbytes;
 };
 
+/*
+ * X[k]: every tensor that crosses the cut after the first k nodes of the
+ * order, i.e. the output of each member with a consumer on both sides
+ * counted once (its bytes are its edges'), whichever node consumes it: a
+ * skip tensor or a concatenated feature map as much as the last node's
+ * output.  Edges from and to skipped nodes carry nothing.
+ */
 static void pcum_build(const struct mp_graph *g, const int *order,
 		       const int *skip, double speed, struct pcum *pc)
 {
 	int n = g->n;
-	int *left = mp_calloc(n, sizeof(int));
-	int *maxl = mp_calloc(n, sizeof(int));
-	double xt = 0, xp = 0;
+	int *left = mp_calloc(g->nm, sizeof(int));	/* consumers after */
+	double *mb = mp_calloc(g->nm, sizeof(double));	/* tensor bytes */
+	double x = 0;
 
 	pc->n = n;
 	pc->C = mp_calloc(n + 1, sizeof(double));
 	pc->P = mp_calloc(n + 1, sizeof(double));
 	pc->A = mp_calloc(n + 1, sizeof(double));
-	pc->xpd = mp_calloc(n + 1, sizeof(double));
-	pc->xtrue = mp_calloc(n + 1, sizeof(double));
-	pc->recv = mp_calloc(n + 1, sizeof(double));
+	pc->X = mp_calloc(n + 1, sizeof(double));
+	for (int i = 0; i < g->ne; i++)
+		if (g->edges[i].bytes > mb[g->edges[i].src_member])
+			mb[g->edges[i].src_member] = g->edges[i].bytes;
 	for (int i = 0; i < n; i++) {
 		int v = order[i];
 		const struct mp_node *nd = &g->nodes[v];
-		double act = skip[v] ? 0 : nd->act_bytes;
 
 		pc->C[i + 1] = pc->C[i] +
 			(skip[v] ? 0 : (nd->fwd_ms + nd->bwd_ms) / speed);
 		pc->P[i + 1] = pc->P[i] + (skip[v] ? 0 : nd->param_bytes);
-		pc->A[i + 1] = pc->A[i] + act;
+		pc->A[i + 1] = pc->A[i] + (skip[v] ? 0 : nd->act_bytes);
 		for (int k = g->in_off[v]; k < g->in_off[v + 1]; k++) {
-			int u = g->edges[g->in_e[k]].src;
+			const struct mp_edge *e = &g->edges[g->in_e[k]];
 
-			if (skip[u] || skip[v])
-				continue;
-			if (--left[u] == 0)
-				xt -= g->nodes[u].act_bytes;
-			if (maxl[u]) {
-				maxl[u] = 0;
-				xp -= g->nodes[u].act_bytes;
-			}
+			if (!skip[e->src] && !skip[v] &&
+			    --left[e->src_member] == 0)
+				x -= mb[e->src_member];
 		}
-		if (!skip[v]) {
-			for (int k = g->out_off[v]; k < g->out_off[v + 1]; k++)
-				if (!skip[g->edges[g->out_e[k]].dst])
-					left[v]++;
-			if (left[v])
-				xt += act;
-			maxl[v] = 1;
-			xp += act;
+		for (int k = g->out_off[v]; k < g->out_off[v + 1]; k++) {
+			const struct mp_edge *e = &g->edges[g->out_e[k]];
+
+			if (!skip[v] && !skip[e->dst] &&
+			    left[e->src_member]++ == 0)
+				x += mb[e->src_member];
 		}
-		pc->xtrue[i + 1] = xt > 0 ? xt : 0;
-		pc->xpd[i + 1] = xp > 0 ? xp : 0;
+		pc->X[i + 1] = x > 0 ? x : 0;
 	}
+	/* the last prefix has nothing after it */
+	pc->X[n] = 0;
 	/* tied tensors: where their owners sit in this order */
 	{
 		int *pos = mp_calloc(n, sizeof(int)), cnt = 0;
@@ -170,12 +175,8 @@ static void pcum_build(const struct mp_graph *g, const int *order,
 			}
 		free(pos);
 	}
-	/* the last prefix has nothing after it */
-	pc->xtrue[n] = pc->xpd[n] = 0;
-	for (int k = 0; k <= n; k++)
-		pc->recv[k] = pc->xtrue[k];
 	free(left);
-	free(maxl);
+	free(mb);
 }
 
 static void pcum_free(struct pcum *pc)
@@ -183,9 +184,7 @@ static void pcum_free(struct pcum *pc)
 	free(pc->C);
 	free(pc->P);
 	free(pc->A);
-	free(pc->xpd);
-	free(pc->xtrue);
-	free(pc->recv);
+	free(pc->X);
 	free(pc->thome);
 	free(pc->tother);
 	free(pc->tbytes);
@@ -217,8 +216,8 @@ static double stage_t(const struct pctx *x, int k, int j, int r)
 static double link_t(const struct pctx *x, int k, int rp, int r)
 {
 	if (x->o->pipedream)
-		return 2.0 * x->pc->xpd[k] / (x->B * (rp < r ? rp : r));
-	return (x->lat + x->pc->xtrue[k] / x->B) / lcm(rp, r);
+		return 2.0 * x->pc->X[k] / (x->B * (rp < r ? rp : r));
+	return (x->lat + x->pc->X[k] / x->B) / lcm(rp, r);
 }
 
 int mp_pipe_inflight(int machines_from_here, int r)
@@ -236,7 +235,7 @@ static double stage_mem(const struct pctx *x, int k, int j, int w)
 		if (pc->tother[t] >= k && pc->tother[t] < j &&
 		    (pc->thome[t] < k || pc->thome[t] >= j))
 			P += pc->tbytes[t] * 2.0 / 3.0;
-	return 3 * P + (w - 1) * P + w * (A + pc->recv[k]);
+	return 3 * P + (w - 1) * P + w * (A + pc->X[k]);
 }
 
 static int stage_fits(const struct pctx *x, int k, int j, int r, int m)
@@ -395,8 +394,7 @@ static void fill_stages(const struct pctx *x, struct mp_pipe *p)
 		st->compute_ms = x->pc->C[j] - x->pc->C[k];
 		st->param_bytes = x->pc->P[j] - x->pc->P[k];
 		st->act_bytes = x->pc->A[j] - x->pc->A[k];
-		st->in_bytes = s ? (x->o->pipedream ? x->pc->xpd[k] :
-				    x->pc->xtrue[k]) : 0;
+		st->in_bytes = s ? x->pc->X[k] : 0;
 		st->time_ms = stage_t(x, k, j, r);
 		st->in_flight = mp_pipe_inflight(used - base, r);
 		st->mem_bytes = stage_mem(x, k, j, st->in_flight);

@@ -306,6 +306,11 @@ struct mercury_plan;
 int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
 		    struct json_object *pipeline, struct mercury_plan **out,
 		    struct mp_err *err);
+/*
+ * Does o hold only finite numbers? json-c writes NaN and Infinity as bare
+ * words no JSON reader accepts: such output is an error, never written.
+ */
+int mp_json_finite(struct json_object *o);
 
 /*
  * Incremental memory accounting for algorithms that place nodes one by one

@@ -373,6 +373,9 @@ int mp_plan_hybrid(struct mp_plan *p, int replicas, double bandwidth_Bps,
 
 static struct json_object *jbytes(double b)
 {
+	/* a NaN stays one, for mp_json_finite() to refuse */
+	if (!isfinite(b) || fabs(b) > 9e18)
+		return json_object_new_double(NAN);
 	return json_object_new_int64((int64_t)llround(b));
 }
 
@@ -407,10 +410,41 @@ int mp_plan_squeeze(struct mp_plan *p, unsigned int levels,
 	return ret;
 }
 
+/*
+ * No NaN or Infinity in a plan: json-c would write them as the bare
+ * words NaN and Infinity, which no JSON reader accepts, and they only
+ * come from inputs too large to compute with.
+ */
+int mp_json_finite(struct json_object *o)
+{
+	struct json_object_iter it;
+
+	switch (json_object_get_type(o)) {
+	case json_type_double:
+		return isfinite(json_object_get_double(o));
+	case json_type_array:
+		for (size_t i = 0; i < json_object_array_length(o); i++)
+			if (!mp_json_finite(json_object_array_get_idx(o, i)))
+				return 0;
+		return 1;
+	case json_type_object:
+		json_object_object_foreachC(o, it)
+			if (!mp_json_finite(it.val))
+				return 0;
+		return 1;
+	default:
+		return 1;
+	}
+}
+
 /* Hand a json-c section to the plan as an extra key (unless *ret); takes o. */
 static void add_extra(struct mercury_plan *mp, int *ret, const char *key,
-		      struct json_object *o)
+		      struct json_object *o, struct mp_err *err)
 {
+	if (!*ret && o && !mp_json_finite(o))
+		*ret = mp_set_err(err, -EDOM,
+				  "plan: %s is not a finite number (inputs too large?)",
+				  key);
 	if (!*ret)
 		*ret = o ? mercury_plan_set_extra(mp, key,
 				json_object_to_json_string_ext(o,
@@ -457,34 +491,34 @@ int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
 	if (ret)
 		goto fail;
 
-	add_extra(mp, &ret, "model", json_object_new_string(g->model));
-	add_extra(mp, &ret, "format", json_object_new_string(g->format));
+	add_extra(mp, &ret, "model", json_object_new_string(g->model), err);
+	add_extra(mp, &ret, "format", json_object_new_string(g->format), err);
 	add_extra(mp, &ret, "algorithm",
-			       json_object_new_string(mp_algo_name(p->algo)));
-	add_extra(mp, &ret, "solve_ms", jms(p->solve_ms));
-	add_extra(mp, &ret, "step_time_ms", jms(p->step_ms));
-	add_extra(mp, &ret, "simulated_step_time_ms", jms(p->sim_ms));
-	add_extra(mp, &ret, "lower_bound_ms", jms(p->lb.lb_ms));
+		  json_object_new_string(mp_algo_name(p->algo)), err);
+	add_extra(mp, &ret, "solve_ms", jms(p->solve_ms), err);
+	add_extra(mp, &ret, "step_time_ms", jms(p->step_ms), err);
+	add_extra(mp, &ret, "simulated_step_time_ms", jms(p->sim_ms), err);
+	add_extra(mp, &ret, "lower_bound_ms", jms(p->lb.lb_ms), err);
 	lb = json_object_new_object();
 	json_object_object_add(lb, "critical_path_ms", jms(p->lb.cp_ms));
 	json_object_object_add(lb, "work_ms", jms(p->lb.work_ms));
 	json_object_object_add(lb, "memory_ms", jms(p->lb.mem_ms));
 	json_object_object_add(lb, "comm_path_ms", jms(p->lb.comm_ms));
-	add_extra(mp, &ret, "lower_bound_parts", lb);
+	add_extra(mp, &ret, "lower_bound_parts", lb, err);
 	add_extra(mp, &ret, "ratio_to_lower_bound",
 			       json_object_new_double(round(p->step_ms /
-					p->lb.lb_ms * 1e4) / 1e4));
+					p->lb.lb_ms * 1e4) / 1e4), err);
 	for (int d = 0; d < c->d; d++)
 		if (p->mem[d] > 0)
 			used++;
-	add_extra(mp, &ret, "devices_used", json_object_new_int(used));
-	add_extra(mp, &ret, "nodes", json_object_new_int(g->n));
+	add_extra(mp, &ret, "devices_used", json_object_new_int(used), err);
+	add_extra(mp, &ret, "nodes", json_object_new_int(g->n), err);
 	pl = json_object_new_object();
 	for (int m = 0; m < g->nm; m++)
 		json_object_object_add(pl, g->members[m].name,
 				       json_object_new_string(
 					       c->dev[p->place[g->members[m].node]].name));
-	add_extra(mp, &ret, "placement", pl);
+	add_extra(mp, &ret, "placement", pl, err);
 	if (p->replicas > 1) {
 		struct json_object *h = json_object_new_object();
 		struct json_object *xb = json_object_new_object();
@@ -500,27 +534,28 @@ int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
 			json_object_object_add(xb, c->dev[d].name,
 					       jbytes(p->xchg_bytes[d]));
 		json_object_object_add(h, "exchange_bytes", xb);
-		add_extra(mp, &ret, "data_parallel", h);
+		add_extra(mp, &ret, "data_parallel", h, err);
 	}
 	mem = json_object_new_object();
 	for (int d = 0; d < c->d; d++)
 		json_object_object_add(mem, c->dev[d].name, jbytes(p->mem[d]));
-	add_extra(mp, &ret, "memory_bytes", mem);
+	add_extra(mp, &ret, "memory_bytes", mem, err);
 	if (pipeline)
-		add_extra(mp, &ret, "pipeline", json_object_get(pipeline));
+		add_extra(mp, &ret, "pipeline", json_object_get(pipeline), err);
 	/* when each tensor is needed, in the priorities' order */
 	dl = json_object_new_object();
 	for (int i = 0; i < p->nprio; i++)
 		json_object_object_add(dl, p->prio[i].tensor,
 				       jms(p->prio[i].deadline_ms));
-	add_extra(mp, &ret, "deadline_ms", dl);
+	add_extra(mp, &ret, "deadline_ms", dl, err);
 	if (ret)
 		goto fail;
 	*out = mp;
 	return 0;
 fail:
-	mp_set_err(err, ret, "%s%s", mercury_last_error(),
-		   ret == -ERANGE ? " (--levels)" : "");
+	if (ret != -EDOM)
+		mp_set_err(err, ret, "%s%s", mercury_last_error(),
+			   ret == -ERANGE ? " (--levels)" : "");
 	mercury_plan_free(mp);
 	return ret;
 }

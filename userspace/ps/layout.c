@@ -44,9 +44,9 @@ int ps_nconns(const struct ps_cfg *cfg)
 
 static const struct ps_tensor *sort_base;
 
-/* Most urgent first: the plan's smaller tag (--plan; ties, as without a
- * plan:) smaller gate; inside one module, the tensor whose gradient came
- * last (libmercury's default plan order). */
+/* Most urgent first: the smaller tag of the plan (--plan, else
+ * libmercury's default plan); ties: smaller gate, then the tensor whose
+ * gradient came last. */
 static int cmp_urgency(const void *a, const void *b)
 {
 	int i = *(const int *)a, j = *(const int *)b;
@@ -98,6 +98,48 @@ uint32_t ps_chunk_len(const struct ps_layout *L, int t, int s, uint32_t c)
 	if (c >= L->nchunks[k])
 		return 0;
 	return len - start < L->chunk ? len - start : L->chunk;
+}
+
+/*
+ * The tags that go on the wire come from libmercury's tag rule
+ * (mercury_plan_wire_tag()): the plan (--plan, else the profile's default
+ * plan) set to lv levels, squeezed there when its tags do not fit. Without
+ * --plan, prio becomes the default plan's tag, so the sender's order is
+ * the library's too.
+ */
+static int ps_wire_tags(struct ps_layout *L, const struct ps_cfg *cfg,
+			unsigned int lv, char *err, size_t errlen)
+{
+	struct mercury_plan *p;
+	int i, ret;
+
+	ret = cfg->plan ? mercury_plan_load(cfg->plan, &p) :
+		mercury_plan_from_profile(cfg->profile, NULL, &p);
+	if (ret) {
+		snprintf(err, errlen, "%s", mercury_last_error());
+		return ret;
+	}
+	for (i = 0; !cfg->plan && i < L->nt; i++) {
+		ret = mercury_plan_lookup(p, L->t[i].name);
+		if (ret < 0)
+			goto out;
+		L->t[i].prio = ret;
+	}
+	ret = mercury_plan_set_levels(p, lv);
+	for (i = 0; !ret && i < L->nt; i++) {
+		ret = mercury_plan_wire_tag(p, L->t[i].name, NULL);
+		if (ret > 0) {
+			L->t[i].level = ret;
+			ret = 0;
+		}
+	}
+	L->levels = mercury_plan_max_tag(p);
+out:
+	if (ret < 0)
+		snprintf(err, errlen, "%s: %s", cfg->plan ? cfg->plan :
+			 cfg->profile, mercury_last_error());
+	mercury_plan_free(p);
+	return ret < 0 ? ret : 0;
 }
 
 int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
@@ -201,37 +243,24 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		h = fnv(h, t->bytes);
 	}
 	L->total_bytes = off;
-	sort_base = L->t;
-	qsort(order, L->nt, sizeof(*order), cmp_urgency);
 	/*
-	 * Mercury's wire tags: the ranks cut into `levels` groups of equal
-	 * count in forward order (libmercury's .levels squeeze), at most one
-	 * per tensor. A channel set keeps tags apart only while it has a
-	 * connection per tag in flight (Documentation/tagger.md, "How many
-	 * levels"); the sender's heap still orders by rank.
+	 * Mercury's wire tags: at most `levels`, one per tensor at most. A
+	 * channel set keeps tags apart only while it has a connection per
+	 * tag in flight (Documentation/tagger.md, "How many levels"); the
+	 * sender's heap still orders by rank.
 	 */
 	lv = cfg->levels > 0 ? cfg->levels : cfg->channels > 0 ? cfg->channels : L->nt;
-	if (lv > L->nt)
-		lv = L->nt;
-	L->levels = lv;
-	/*
-	 * A plan's tags go on the wire as they are when they fit, else
-	 * squeezed to lv keeping their order (the same cut as above for a
-	 * plan with one tag per tensor).
-	 */
-	if (cfg->plan && L->plan_max_tag <= (unsigned int)lv)
-		L->levels = L->plan_max_tag;
+	if (lv > (int)MERCURY_MAX_TAG)
+		lv = MERCURY_MAX_TAG;
+	ret = ps_wire_tags(L, cfg, lv, err, errlen);
+	if (ret)
+		goto fail;
+	sort_base = L->t;
+	qsort(order, L->nt, sizeof(*order), cmp_urgency);
 	for (i = 0; i < L->nt; i++) {
 		struct ps_tensor *t = &L->t[order[i]];
 
 		t->rank = i + 1;
-		if (!cfg->plan)
-			t->level = 1 + (unsigned int)((uint64_t)i * lv / L->nt);
-		else if (L->plan_max_tag <= (unsigned int)lv)
-			t->level = t->prio;
-		else
-			t->level = 1 + (unsigned int)((uint64_t)(t->prio - 1) *
-						      lv / L->plan_max_tag);
 		/* 16 bands by forward order, as many tensors in each */
 		t->band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
 	}

@@ -23,6 +23,13 @@ void ps_usage(FILE *f)
 "usage: " PS_PROG " server --server-id I --servers H:P[,H:P...] --workers W --profile P [options]\n"
 "       " PS_PROG " worker --worker-id I --servers H:P[,H:P...] --workers W --profile P [options]\n"
 "       " PS_PROG " profile --profile P --bytes-scale F --out FILE\n"
+"       " PS_PROG " help | -h | --help | -V | --version\n"
+"  server   serve its share of every tensor to the workers: sum their pushes\n"
+"           and answer their pulls, for --iterations\n"
+"  worker   train: push each gradient to the servers, pull the sums and check\n"
+"           them against the exact values; prints the iteration times\n"
+"  profile  write the --profile with every tensor's size scaled by\n"
+"           --bytes-scale to --out FILE (the profile a scaled run simulates)\n"
 "options (the same on every worker and server):\n"
 "  --scheme vanilla|fifo-stream|prio|bytesched|mercury   how tensors share the\n"
 "                        links (mercury; fifo = fifo-stream)\n"
@@ -44,7 +51,11 @@ void ps_usage(FILE *f)
 "  --sndbuf BYTES        SO_SNDBUF and SO_RCVBUF of every connection\n"
 "  --timeout SECONDS     longest wait without progress (30)\n"
 "  --listen ADDR         server: address to bind (the host of its --servers entry)\n"
-"  -j, --json            JSON report\n", PS_MAX_CHANNELS, MERCURY_MAX_TAG);
+"  --out FILE            profile: the file to write\n"
+"  -j, --json            JSON report; errors as {\"error\": \"...\"}\n"
+"  -h, --help            this text\n"
+"  -V, --version         print the version\n"
+"Exit status: 0 ok, 1 failure, 2 usage error\n", PS_MAX_CHANNELS, MERCURY_MAX_TAG);
 }
 
 enum {
@@ -80,6 +91,7 @@ static const struct option opts[] = {
 	{ "print-priorities", no_argument, NULL, OPT_PRINT_PRIO },
 	{ "json", no_argument, NULL, 'j' },
 	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
 	{ 0 }
 };
 
@@ -107,6 +119,12 @@ static int parse_double(const char *s, double *out)
 		return -EINVAL;
 	*out = v;
 	return 0;
+}
+
+/* libmercury is linked in statically: its version is ours */
+static void ps_version(void)
+{
+	printf(PS_PROG " %s\n", mercury_version());
 }
 
 #define BAD(...) do { ps_error(cfg, __VA_ARGS__); return -EINVAL; } while (0)
@@ -137,7 +155,7 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 	for (c = 1; c < argc; c++)
 		if (!strcmp(argv[c], "-j") || !strcmp(argv[c], "--json"))
 			cfg->json = true;
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jhV", opts, NULL)) != -1) {
 		const char *a = optarg;
 		uint64_t b;
 
@@ -236,6 +254,9 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 		case 'h':
 			ps_usage(stdout);
 			exit(0);
+		case 'V':
+			ps_version();
+			exit(0);
 		case ':':
 			BAD("%s needs a value", argv[optind - 1]);
 		default:
@@ -296,6 +317,10 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		ps_usage(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+		ps_version();
 		return 0;
 	}
 	if (strcmp(cmd, "server") && strcmp(cmd, "worker") && strcmp(cmd, "profile")) {

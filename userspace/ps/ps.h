@@ -75,10 +75,11 @@ struct ps_tensor {
 	uint64_t off;			/* in the flat gradient buffer */
 	double ready_ms;		/* unscaled, since backward start */
 	int gate;			/* forward call that needs it */
-	long prio;			/* --plan: the plan's tag; else the gate */
+	long prio;			/* the plan's tag (--plan, else the
+					 * profile's default plan) */
 	unsigned int rank;		/* 1 = most urgent: the sender's order */
-	unsigned int level;		/* mercury: the tag on the wire, rank
-					 * squeezed to 1..levels */
+	unsigned int level;		/* mercury: the tag on the wire,
+					 * mercury_plan_wire_tag()'s */
 	unsigned int band;		/* prio: 0..15, 0 most urgent */
 };
 
@@ -100,7 +101,7 @@ struct ps_layout {
 	uint32_t *base;			/* first chunk in the server's numbering */
 	uint32_t *srv_chunks;		/* chunks per server */
 	uint32_t tensor_chunks_max;
-	unsigned int levels;		/* mercury: distinct wire tags */
+	unsigned int levels;		/* mercury: the highest wire tag */
 	unsigned int plan_max_tag;	/* --plan: largest tag, else 0 */
 	uint64_t hash;			/* of everything peers must agree on */
 };

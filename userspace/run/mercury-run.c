@@ -47,8 +47,11 @@ static void usage(FILE *f)
 		"  -f, --force         run even if this process may not set the tags\n"
 		"  -n, --dry-run       print the environment and command, do not run\n"
 		"  -v, --verbose       the shim logs each tag it sets (MERCURY_DEBUG=1)\n"
-		"  -h, --help\n"
-		"Rules already in $MERCURY_RULES come first.\n");
+		"  -h, --help          this text\n"
+		"  -V, --version       print the version\n"
+		"Rules already in $MERCURY_RULES come first.\n"
+		"Exit status: the command's own, once it runs; before that 0 ok (--dry-run,\n"
+		"--help), 1 failure, 2 usage error; 126 the command cannot run, 127 not found\n");
 }
 
 static int append(char **s, const char *add)
@@ -176,6 +179,7 @@ int main(int argc, char **argv)
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	MERCURY_OPTS(mercury_tag_opts, to);
@@ -191,7 +195,7 @@ int main(int argc, char **argv)
 	env = getenv("MERCURY_RULES");
 	if (env && *env && append(&rules, env))
 		return 1;
-	while ((opt = getopt_long(argc, argv, "+r:t:s:p:fnvh", longopts,
+	while ((opt = getopt_long(argc, argv, "+r:t:s:p:fnvhV", longopts,
 				  NULL)) != -1) {
 		switch (opt) {
 		case 'r':
@@ -233,6 +237,11 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			ret = 0;
+			goto out;
+		case 'V':
+			/* libmercury is linked in statically: its version is ours */
+			printf("mercury-run %s\n", mercury_version());
 			ret = 0;
 			goto out;
 		default:

@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <mercury/mercury.h>
 
 #include "msim.h"
+#include "tools.h"
 
 #define PROG "mercury-sim"
 #define EXIT_USAGE 2
@@ -90,9 +92,13 @@ static void usage(void)
 "  --plot FILE.png      with --sweep: plot iteration times and speedups\n"
 "  -j, --json           JSON output\n"
 "  -h, --help           this text\n"
+"  -V, --version        print the version\n"
 "BYTES: a whole number with an optional unit as tc reads sizes (b, k, m, g\n"
 "are powers of 1024: 64k = 65536); RATE: decimal as tc's rates (10gbit =\n"
-"1e10 bit/s; a bare number is bit/s). Both parsed by libmercury.\n",
+"1e10 bit/s, 1.25gbps = 1.25e9 bytes/s; a bare number is bit/s, as in tc;\n"
+"mercury-place refuses one). Both parsed by libmercury.\n"
+"--plot FILE needs gnuplot and replaces FILE only once complete.\n"
+"Exit status: 0 ok, 1 failure, 2 usage error.\n",
 MSIM_FRAME_COST * 1e6);
 }
 
@@ -248,6 +254,30 @@ static void print_point(const struct point *pt)
 	}
 }
 
+/*
+ * --plot: iteration time per scheme over bandwidth, and Mercury's speedups.
+ * ARG1: rows "Gbit/s t_scheme... vs_vanilla vs_fifo vs_bytesched" (nan
+ * where not simulated); ARG2: the title; ARG3: the columns of the schemes
+ * simulated, ARG4 their names, ARG5 their colours; ARG6: the speedup
+ * columns that hold a number, ARG7 the schemes they compare with.
+ */
+static const char plot_gp[] =
+	"set terminal pngcairo size 900,900 font ',10' noenhanced\n"
+	"set datafile missing 'nan'\n"
+	"set multiplot layout 2,1 title ARG2\n"
+	"set logscale xy\nset grid\nset key top right\n"
+	"set xlabel 'link bandwidth (Gbit/s)'\n"
+	"set ylabel 'iteration time (ms)'\n"
+	"plot for [k=1:words(ARG3)] ARG1 using 1:(column(int(word(ARG3, k)))) "
+	"with linespoints lc rgb word(ARG5, k) title word(ARG4, k)\n"
+	"unset logscale y\nset ylabel 'Mercury speedup'\n"
+	"if (words(ARG6) > 0) {\n"
+	"  plot for [k=1:words(ARG6)] ARG1 using 1:(column(int(word(ARG6, k)))) "
+	"with linespoints title 'vs '.word(ARG7, k), "
+	"1 with lines lc rgb 'black' notitle\n"
+	"}\n"
+	"unset multiplot\n";
+
 static void plot(const char *file, const struct msim_profile *prof,
 		 const struct msim_params *p, const struct point *pts, int n)
 {
@@ -255,46 +285,59 @@ static void plot(const char *file, const struct msim_profile *prof,
 		"#8c564b", "#d62728", "#ff7f0e", "#2ca02c", "#1f77b4",
 		"#7f7f7f",
 	};
-	const char *sep = "plot ";
-	FILE *g;
-	int i, s;
+	static const int vs[3] = { MSIM_VANILLA, MSIM_FIFO, MSIM_BYTESCHED };
+	char title[512], cols[64] = "", names[256] = "", colors[128] = "";
+	char speedups[32] = "", against[64] = "", msg[MT_ERRLEN];
+	const char *args[] = { title, cols, names, colors, speedups, against,
+			       NULL };
+	struct mt_plot pl = { .script = plot_gp, .args = args, .out = file };
+	char *buf = NULL;
+	size_t len = 0, l;
+	FILE *f;
+	int i, s, ret;
 
-	g = popen("gnuplot", "w");
-	if (!g)
-		die(EXIT_DATA, "--plot: cannot run gnuplot: %s",
-		    strerror(errno));
-	fprintf(g, "set terminal pngcairo size 900,900 font ',10' noenhanced\n");
-	fprintf(g, "set output '%s'\n", file);
-	fprintf(g, "$D << EOD\n");
+	f = open_memstream(&buf, &len);
+	if (!f)
+		die(EXIT_DATA, "--plot: out of memory");
 	for (i = 0; i < n; i++) {
-		fprintf(g, "%g", pts[i].bps / 1e9);
+		fprintf(f, "%g", pts[i].bps / 1e9);
 		for (s = 0; s < MSIM_NSCHEMES; s++)
-			fprintf(g, " %g", pts[i].have[s] ?
+			fprintf(f, " %g", pts[i].have[s] ?
 				pts[i].r[s].iteration_ms : NAN);
-		fprintf(g, " %g %g %g\n",
-			ratio(&pts[i], MSIM_VANILLA, MSIM_MERCURY),
-			ratio(&pts[i], MSIM_FIFO, MSIM_MERCURY),
-			ratio(&pts[i], MSIM_BYTESCHED, MSIM_MERCURY));
+		for (s = 0; s < 3; s++)
+			fprintf(f, " %g", ratio(&pts[i], vs[s], MSIM_MERCURY));
+		fprintf(f, "\n");
 	}
-	fprintf(g, "EOD\n");
-	fprintf(g, "set multiplot layout 2,1 title '%s: %d workers, %d servers (mercury-sim)'\n",
-		prof->model, p->workers, p->servers);
-	fprintf(g, "set logscale xy\nset grid\nset key top right\n");
-	fprintf(g, "set xlabel 'link bandwidth (Gbit/s)'\n");
-	fprintf(g, "set ylabel 'iteration time (ms)'\n");
+	fclose(f);
 	for (s = 0; s < MSIM_NSCHEMES; s++) {
 		if (!pts[0].have[s])
 			continue;
-		fprintf(g, "%s$D using 1:%d with linespoints lc rgb '%s' title '%s'",
-			sep, s + 2, color[s], msim_scheme_name(s));
-		sep = ", ";
+		l = strlen(cols);
+		snprintf(cols + l, sizeof(cols) - l, " %d", s + 2);
+		l = strlen(names);
+		snprintf(names + l, sizeof(names) - l, " %s",
+			 msim_scheme_name(s));
+		l = strlen(colors);
+		snprintf(colors + l, sizeof(colors) - l, " %s", color[s]);
 	}
-	fprintf(g, "\nunset logscale y\nset ylabel 'Mercury speedup'\n");
-	fprintf(g, "plot $D using 1:%d with linespoints title 'vs vanilla', $D using 1:%d with linespoints title 'vs fifo-stream', $D using 1:%d with linespoints title 'vs bytesched', 1 with lines lc rgb 'black' notitle\n",
-		MSIM_NSCHEMES + 2, MSIM_NSCHEMES + 3, MSIM_NSCHEMES + 4);
-	fprintf(g, "unset multiplot\n");
-	if (pclose(g))
-		die(EXIT_DATA, "--plot: gnuplot failed writing %s", file);
+	for (s = 0; s < 3; s++) {
+		if (!isfinite(ratio(&pts[0], vs[s], MSIM_MERCURY)))
+			continue;
+		l = strlen(speedups);
+		snprintf(speedups + l, sizeof(speedups) - l, " %d",
+			 MSIM_NSCHEMES + 2 + s);
+		l = strlen(against);
+		snprintf(against + l, sizeof(against) - l, " %s",
+			 msim_scheme_name(vs[s]));
+	}
+	snprintf(title, sizeof(title), "%s: %d workers, %d servers (mercury-sim)",
+		 prof->model, p->workers, p->servers);
+	pl.data = buf;
+	pl.len = len;
+	ret = mt_plot_png(&pl, msg, sizeof(msg));
+	free(buf);
+	if (ret)
+		die(EXIT_DATA, "--plot: %s", msg);
 }
 
 static void simulate(const struct msim_profile *prof, struct msim_params *p,
@@ -355,6 +398,7 @@ int main(int argc, char **argv)
 		{ "print-priorities", no_argument, NULL, OPT_PRINT_PRIO },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *profile = NULL, *plotfile = NULL, *bw_arg = NULL;
@@ -376,7 +420,7 @@ int main(int argc, char **argv)
 
 	msim_params_default(&p);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jhV", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_PROFILE:
 			profile = optarg;
@@ -391,10 +435,9 @@ int main(int argc, char **argv)
 		case OPT_BANDWIDTH:
 			bw_arg = optarg;
 			if (strcmp(optarg, "balanced") &&
-			    msim_parse_rate(optarg, &p.bandwidth_bps))
-				die(EXIT_USAGE,
-				    "--bandwidth: '%s' is not a rate (e.g. 10gbit, 100mbit, 2.5e9)",
-				    optarg);
+			    mt_parse_rate(optarg, 1, &p.bandwidth_bps, err,
+					  sizeof(err)))
+				die(EXIT_USAGE, "--bandwidth: %s", err);
 			break;
 		case OPT_LATENCY:
 			if (msim_parse_seconds(optarg, &p.latency_s))
@@ -475,8 +518,9 @@ int main(int argc, char **argv)
 			colon = strchr(a, ':');
 			if (colon)
 				*colon = '\0';
-			if (!colon || msim_parse_rate(a, &lo) ||
-			    msim_parse_rate(colon + 1, &hi) || lo > hi)
+			if (!colon || mt_parse_rate(a, 1, &lo, err, sizeof(err)) ||
+			    mt_parse_rate(colon + 1, 1, &hi, err, sizeof(err)) ||
+			    lo > hi)
 				die(EXIT_USAGE,
 				    "--sweep-range: '%s' is not LO:HI rates with LO <= HI",
 				    optarg);
@@ -496,6 +540,10 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage();
+			return 0;
+		case 'V':
+			/* libmercury is linked in statically: its version is ours */
+			printf(PROG " %s\n", mercury_version());
 			return 0;
 		case ':':
 			die(EXIT_USAGE, "option '%s' needs a value",
@@ -565,6 +613,9 @@ int main(int argc, char **argv)
 		simulate(&prof, &p, scheme, &pts[i]);
 	}
 
+	/* -j: the results or an error, never both; text: the table stays */
+	if (json_mode && plotfile)
+		plot(plotfile, &prof, &p, pts, n);
 	if (json_mode) {
 		json_object *o;
 
@@ -604,7 +655,7 @@ int main(int argc, char **argv)
 		for (i = 0; i < n; i++)
 			print_point(&pts[i]);
 	}
-	if (plotfile)
+	if (plotfile && !json_mode)
 		plot(plotfile, &prof, &p, pts, n);
 	msim_profile_free(&prof);
 	return 0;

@@ -18,7 +18,11 @@
 
 int msim_parse_rate(const char *s, double *bps)
 {
-	/* a bare number is bit/s (the simulator's documented unit) */
+	/*
+	 * a bare number is bit/s, as mt_parse_rate() reads --bandwidth; this
+	 * copy stays only while mercury-ps compiles this file without the
+	 * tools' archive
+	 */
 	return mercury_parse_rate(s, 1, bps) ? -EINVAL : 0;
 }
 

@@ -22,6 +22,16 @@ bool mercury_log_enabled(void);
 const char *mercury_source_name(int source);
 
 /*
+ * tag.c: can a tagger with these settings carry tags 1..levels (0: just
+ * the settings) through the qdisc's (value >> shift) & mask? mask is the
+ * resolved one (never 0 for a valid setting). The one check behind
+ * mercury_tag_check(), mercury_tagger_new() and the plan's loader.
+ */
+int mercury_tag_settings_check(const char *what, int source,
+			       unsigned int shift, uint32_t mask,
+			       unsigned int levels);
+
+/*
  * Fail with -err: remember the message for mercury_last_error(), pass it to
  * the log callback, set errno. Returns -err so callers can
  * `return mercury_err(EINVAL, ...)`.
@@ -78,7 +88,24 @@ int mercury_opts_check(const void *opts, size_t user_sz, size_t our_sz,
 
 /* A whole file, NUL-terminated, at most MERCURY_MAX_INPUT bytes. */
 int mercury_read_file(const char *path, char **buf, size_t *len);
-/* Write len bytes of buf as the file path; a message naming it on error. */
+/*
+ * An output file written whole or not at all (src/file.c): open writes a
+ * temporary beside path (or path itself where it exists and is no regular
+ * file: a terminal, /dev/null, a FIFO), commit renames it over path,
+ * abort removes it. Each returns 0 or -errno with a message naming path;
+ * commit and abort release o either way.
+ */
+struct mercury_out {
+	int fd;
+	char *path;		/* the target, symlinks resolved */
+	char *tmp;		/* the file being written; NULL: path itself */
+	unsigned int mode;	/* permissions the finished file gets */
+};
+
+int mercury_out_open(struct mercury_out *o, const char *path);
+int mercury_out_commit(struct mercury_out *o);
+void mercury_out_abort(struct mercury_out *o);
+/* Write len bytes of buf as the file path, through a mercury_out. */
 int mercury_write_file(const char *path, const char *buf, size_t len);
 
 struct json_object;

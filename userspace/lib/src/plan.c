@@ -182,9 +182,13 @@ static int cmp_uint(const void *a, const void *b)
 }
 
 /*
- * Squeeze the tags into 1..levels keeping their order: distinct tags ranked
- * 1..n; with n <= levels the ranks themselves (dense tags), otherwise rank
- * r becomes 1 + (r - 1) * levels / n (mercury_plan_opts.levels' rule).
+ * The tag rule's squeeze, the only one in Mercury (every tool sends a
+ * plan through mercury_plan_set_levels() or the levels of the load and
+ * profile opts, and reads tags with mercury_plan_wire_tag()): the
+ * distinct tags ranked 1..n in ascending order; with n <= levels the
+ * ranks themselves (dense tags), otherwise rank r becomes
+ * 1 + (r - 1) * levels / n. Callers squeeze only a plan whose tags go
+ * above levels: tags that fit go on the wire as they are.
  */
 static int plan_squeeze(struct mercury_plan *p, unsigned int levels)
 {
@@ -353,26 +357,6 @@ const char *mercury_source_name(int source)
 static uint32_t default_mask(int source)
 {
 	return source == MERCURY_TAG_DSCP ? MERCURY_DSCP_MASK : MERCURY_DEFAULT_MASK;
-}
-
-/* The qdisc reads tag = (value >> shift) & mask: every tag must survive. */
-static int check_tag_settings(const char *what, int source, unsigned int shift,
-			      uint32_t mask, unsigned int levels)
-{
-	if (!mercury_source_name(source))
-		return mercury_err(EINVAL, "%s: unknown tag source %d", what,
-				   source);
-	if (shift > 31)
-		return mercury_err(ERANGE, "%s: shift %u outside 0..31", what,
-				   shift);
-	if (!mask)
-		return mercury_err(EINVAL, "%s: mask is 0", what);
-	if (levels > mask)
-		return mercury_err(ERANGE,
-				   "%s: %u levels do not fit mask 0x%x; squeeze the plan to %u levels",
-				   what, levels, mask,
-				   mask < MERCURY_MAX_TAG ? mask : MERCURY_MAX_TAG);
-	return 0;
 }
 
 /* Optional integer member in lo..hi; absent leaves *out alone. */
@@ -549,8 +533,8 @@ static int plan_from_json(const char *what, struct json_object *root,
 		return err;
 	p->levels = levels >= 0 ? (unsigned int)levels : p->max_tag;
 	if (p->format) {
-		err = check_tag_settings(what, p->source, p->shift, p->mask,
-					 p->levels);
+		err = mercury_tag_settings_check(what, p->source, p->shift,
+						 p->mask, p->levels);
 		if (err)
 			return err;
 	} else {
@@ -754,8 +738,8 @@ MERCURY_API int mercury_plan_set_levels(struct mercury_plan *p,
 	if (levels < 1 || levels > MERCURY_MAX_TAG)
 		return mercury_err(ERANGE, "plan set levels: %u outside 1..%u",
 				   levels, MERCURY_MAX_TAG);
-	err = check_tag_settings("plan", p->source, p->shift,
-				 p->mask, levels);
+	err = mercury_tag_settings_check("plan", p->source, p->shift,
+					 p->mask, levels);
 	if (err)
 		return err;
 	if (p->max_tag > levels) {
@@ -783,8 +767,9 @@ MERCURY_API int mercury_plan_set_tag_opts(struct mercury_plan *p,
 	if (!mask)
 		mask = default_mask(source);
 	levels = p->levels ? p->levels : p->max_tag;
-	err = check_tag_settings("plan", source,
-				 OPTS_GET(opts, shift, 0), mask, levels);
+	err = mercury_tag_settings_check("plan", source,
+					 OPTS_GET(opts, shift, 0), mask,
+					 levels);
 	if (err)
 		return err;
 	p->source = source;
@@ -1051,24 +1036,6 @@ MERCURY_API int mercury_plan_save_buf(const struct mercury_plan *p,
 	return *json ? 0 : mercury_err(ENOMEM, "plan: out of memory");
 }
 
-int mercury_write_file(const char *path, const char *buf, size_t len)
-{
-	FILE *f;
-	int err = 0;
-
-	errno = 0;
-	f = fopen(path, "w");
-	if (!f || fwrite(buf, 1, len, f) != len || fflush(f) || ferror(f)) {
-		err = errno ? errno : EIO;
-		if (f)
-			fclose(f);
-	} else if (fclose(f)) {
-		err = errno ? errno : EIO;
-	}
-	return err ? mercury_err(err, "%s: cannot write: %s", path,
-				 strerror(err)) : 0;
-}
-
 MERCURY_API int mercury_plan_save(const struct mercury_plan *p,
 				  const char *path)
 {
@@ -1097,6 +1064,25 @@ MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
 	if (!e)
 		/* Expected by callers that fall back: no log line. */
 		return mercury_quiet(ENOENT, "plan: no tensor \"%s\"", tensor);
+	return e->tag;
+}
+
+MERCURY_API int mercury_plan_wire_tag(const struct mercury_plan *p,
+				      const char *tensor, uint32_t *value)
+{
+	const struct plan_entry *e;
+
+	if (!p || !tensor)
+		return mercury_err(EINVAL, "plan wire tag: NULL argument");
+	e = plan_find(p, tensor);
+	if (!e)
+		return mercury_quiet(ENOENT, "plan: no tensor \"%s\"", tensor);
+	/* every tag is in 1..levels, which the settings were checked to carry */
+	if ((e->tag & p->mask) != e->tag)
+		return mercury_err(ERANGE, "plan: %s: tag %u does not fit mask 0x%x",
+				   tensor, e->tag, p->mask);
+	if (value)
+		*value = e->tag << p->shift;
 	return e->tag;
 }
 

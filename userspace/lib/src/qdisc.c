@@ -261,11 +261,17 @@ static void check_problem(const char *msg, void *ctx)
 {
 	struct check *c = ctx;
 
-	/* strict fails with the first; every other one is logged */
+	/*
+	 * strict fails with the first; every other one is logged, or with
+	 * no callback installed (no tool installs one) written to stderr:
+	 * a tagger the qdisc cannot read is never passed over in silence.
+	 */
 	if (c->mode == MERCURY_QDISC_CHECK_STRICT && !c->problems)
 		snprintf(c->first, sizeof(c->first), "%s", msg);
-	else
+	else if (mercury_log_enabled())
 		mercury_pr(MERCURY_LOG_WARN, "chanset: %s", msg);
+	else
+		fprintf(stderr, "libmercury: chanset: %s\n", msg);
 	c->problems++;
 }
 
@@ -421,9 +427,7 @@ int mercury_chanset_check_qdiscs(const int *fds, size_t n,
 	size_t i;
 	int err;
 
-	/* warn with nobody listening: nothing would be said, do not look */
-	if (mode == MERCURY_QDISC_CHECK_OFF ||
-	    (mode == MERCURY_QDISC_CHECK_WARN && !mercury_log_enabled()))
+	if (mode == MERCURY_QDISC_CHECK_OFF)
 		return 0;
 	sk = nl_socket_alloc();
 	if (!sk || nl_connect(sk, NETLINK_ROUTE) < 0) {

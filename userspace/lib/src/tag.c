@@ -134,13 +134,79 @@ static int sockopt_loc(const struct mercury_tagger *t, int fd,
 			   fd, family);
 }
 
+/*
+ * The most levels a mask carries: the qdisc reads tag = (value >> shift) &
+ * mask, so tag survives only if (tag & mask) == tag, and tags 1..L all do
+ * only while the mask's low bits up to L's top bit are set.
+ */
+static unsigned int mask_levels(uint32_t mask)
+{
+	unsigned int ones = mask == UINT32_MAX ? 32 : __builtin_ctz(~mask);
+
+	if (ones >= 16)
+		return MERCURY_MAX_TAG;
+	return (1U << ones) - 1;
+}
+
+int mercury_tag_settings_check(const char *what, int source,
+			       unsigned int shift, uint32_t mask,
+			       unsigned int levels)
+{
+	unsigned int fit = mask_levels(mask);
+
+	if (!mercury_source_name(source))
+		return mercury_err(EINVAL, "%s: unknown tag source %d", what,
+				   source);
+	if (shift > 31)
+		return mercury_err(EINVAL, "%s: shift %u outside 0..31", what,
+				   shift);
+	if (!mask)
+		return mercury_err(EINVAL, "%s: mask is 0", what);
+	if (source == MERCURY_TAG_DSCP &&
+	    (shift > 5 || ((uint64_t)mask << shift) > MERCURY_DSCP_MASK))
+		return mercury_err(EINVAL,
+				   "%s: mask 0x%x << shift %u does not fit the 6 DSCP bits",
+				   what, mask, shift);
+	if (((uint64_t)mask << shift) > UINT32_MAX)
+		return mercury_err(EINVAL,
+				   "%s: mask 0x%x << shift %u does not fit 32 bits",
+				   what, mask, shift);
+	if (levels > fit && !fit)
+		return mercury_err(ERANGE,
+				   "%s: %u levels do not fit mask 0x%x: tag 1 would read back as 0 (untagged); the mask must start at bit 0 (move the field with shift)",
+				   what, levels, mask);
+	if (levels > fit)
+		return mercury_err(ERANGE,
+				   "%s: %u levels do not fit mask 0x%x; squeeze the plan to %u levels",
+				   what, levels, mask, fit);
+	return 0;
+}
+
+MERCURY_API int mercury_tag_check(const struct mercury_tag_opts *opts,
+				  unsigned int levels)
+{
+	int source;
+	uint32_t mask;
+
+	if (!OPTS_VALID(opts, mercury_tag_opts))
+		return -errno;
+	source = OPTS_GET(opts, source, MERCURY_TAG_MARK);
+	mask = OPTS_GET(opts, mask, 0);
+	if (!mask)
+		mask = source == MERCURY_TAG_DSCP ? MERCURY_DSCP_MASK :
+			MERCURY_DEFAULT_MASK;
+	return mercury_tag_settings_check("tag settings", source,
+					  OPTS_GET(opts, shift, 0), mask,
+					  levels);
+}
+
 MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
 				   struct mercury_tagger **out)
 {
 	struct mercury_tagger *t;
 	unsigned int shift;
 	uint32_t mask;
-	int source;
+	int source, err;
 
 	if (!out)
 		return mercury_err(EINVAL, "tagger: out is NULL");
@@ -150,24 +216,14 @@ MERCURY_API int mercury_tagger_new(const struct mercury_tag_opts *opts,
 	source = OPTS_GET(opts, source, MERCURY_TAG_MARK);
 	shift = OPTS_GET(opts, shift, 0);
 	mask = OPTS_GET(opts, mask, 0);
-	if (source != MERCURY_TAG_MARK && source != MERCURY_TAG_PRIORITY &&
-	    source != MERCURY_TAG_DSCP)
-		return mercury_err(EINVAL, "tagger: unknown tag source %d",
-				   source);
 	if (!mask)
 		mask = source == MERCURY_TAG_DSCP ? MERCURY_DSCP_MASK :
 			MERCURY_DEFAULT_MASK;
-	if (source == MERCURY_TAG_DSCP) {
-		if (shift > 5 || ((uint64_t)mask << shift) > MERCURY_DSCP_MASK)
-			return mercury_err(EINVAL,
-					   "tagger: mask 0x%x << shift %u does not fit the 6 DSCP bits",
-					   mask, shift);
+	err = mercury_tag_settings_check("tagger", source, shift, mask, 0);
+	if (err)
+		return err;
+	if (source == MERCURY_TAG_DSCP)
 		shift += DSCP_SHIFT;
-	}
-	if (shift > 31 || ((uint64_t)mask << shift) > UINT32_MAX)
-		return mercury_err(EINVAL,
-				   "tagger: mask 0x%x << shift %u does not fit 32 bits",
-				   mask, shift);
 
 	t = calloc(1, sizeof(*t));
 	if (!t)

@@ -5,6 +5,10 @@
  * dtype-aware bytes, bounded and malformed input; and the one size and
  * rate parser.
  */
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
 #include "helpers.h"
 
 static struct mercury_model *load(const char *rel)
@@ -296,6 +300,59 @@ static void test_save(void **state)
 	unlink(path);
 }
 
+/*
+ * A save that fails half way (here: the file size limit) leaves the file
+ * that was there as it was, and no temporary beside it.
+ */
+static void test_save_keeps_old(void **state)
+{
+	char dir[] = "/tmp/mercury-save-XXXXXX", path[64], before[64];
+	struct mercury_model *m;
+	struct dirent *de;
+	struct stat st;
+	int status, n = 0;
+	pid_t pid;
+	DIR *d;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/p.json", dir);
+	m = load("h200/resnet50.json");
+	assert_int_equal(mercury_model_save(m, path), 0);
+	assert_int_equal(stat(path, &st), 0);
+	snprintf(before, sizeof(before), "%lld", (long long)st.st_size);
+	assert_int_equal(mercury_model_set_numel(m, 0, 7), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		struct rlimit rl = { 4096, 4096 };
+
+		signal(SIGXFSZ, SIG_IGN);
+		setrlimit(RLIMIT_FSIZE, &rl);
+		_exit(mercury_model_save(m, path) == -EFBIG &&
+		      strstr(mercury_last_error(), "cannot write") ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	mercury_model_free(m);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, atoll(before));
+	m = NULL;
+	assert_int_equal(mercury_model_load(path, &m), 0);
+	assert_int_not_equal(mercury_model_param(m, 0)->numel, 7);
+	mercury_model_free(m);
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' || (strcmp(de->d_name, ".") &&
+					     strcmp(de->d_name, "..")))
+			n++;
+	closedir(d);
+	assert_int_equal(n, 1);		/* p.json alone */
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_parse_size(void **state)
 {
 	static const struct {
@@ -389,6 +446,7 @@ int main(void)
 		cmocka_unit_test(test_dtype),
 		cmocka_unit_test(test_bad),
 		cmocka_unit_test(test_save),
+		cmocka_unit_test(test_save_keeps_old),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_parse_rate),
 	};

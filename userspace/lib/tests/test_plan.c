@@ -96,7 +96,54 @@ static const struct bad_case bad[] = {
 	{ "{\"mercury_plan\": 1, \"levels\": 64, \"tag_source\": \"dscp\","
 	  " \"priorities\": []}", ERANGE,
 	  "64 levels do not fit mask 0x3f; squeeze the plan to 63 levels" },
+	/* every tag under these masks reads back as 0: all traffic untagged */
+	{ "{\"mercury_plan\": 1, \"levels\": 8, \"mask\": 240,"
+	  " \"priorities\": [{\"tensor\": \"a\", \"tag\": 8}]}", ERANGE,
+	  "8 levels do not fit mask 0xf0: tag 1 would read back as 0" },
+	{ "{\"mercury_plan\": 1, \"levels\": 8, \"mask\": 256,"
+	  " \"priorities\": []}", ERANGE, "8 levels do not fit mask 0x100" },
+	{ "{\"mercury_plan\": 1, \"levels\": 8, \"mask\": 4294901760,"
+	  " \"priorities\": []}", ERANGE, "8 levels do not fit mask 0xffff0000" },
+	{ "{\"mercury_plan\": 1, \"levels\": 8, \"mask\": 5,"
+	  " \"priorities\": []}", ERANGE,
+	  "8 levels do not fit mask 0x5; squeeze the plan to 1 levels" },
 };
+
+/*
+ * The tag rule: tags that fit the levels go as they are; wider plans are
+ * squeezed by the rank of their distinct tags, not by tag value (tags
+ * 1, 5, 100 on 8 levels are 1, 2, 3); the value carries the shift.
+ */
+static void test_wire_tag(void **state)
+{
+	static const char json[] =
+		"{\"mercury_plan\": 1, \"levels\": 100, \"shift\": 4,"
+		" \"mask\": 255, \"priorities\": ["
+		"{\"tensor\": \"a\", \"tag\": 1}, {\"tensor\": \"b\", \"tag\": 5},"
+		"{\"tensor\": \"c\", \"tag\": 100}, {\"tensor\": \"d\", \"tag\": 5}]}";
+	MERCURY_OPTS(mercury_plan_load_opts, o, .levels = 8, .squeeze = true);
+	static const char *const names[] = { "a", "b", "c", "d" };
+	static const unsigned int fits[] = { 1, 5, 100, 5 };
+	static const unsigned int squeezed[] = { 1, 2, 3, 2 };
+	struct mercury_plan *p;
+	uint32_t v;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(mercury_plan_load_buf(json, strlen(json), &p), 0);
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(mercury_plan_wire_tag(p, names[i], &v), fits[i]);
+		assert_int_equal(v, fits[i] << 4);
+	}
+	assert_int_equal(mercury_plan_wire_tag(p, "e", &v), -ENOENT);
+	mercury_plan_free(p);
+
+	assert_int_equal(mercury_plan_load_buf_opts(json, strlen(json), &o, &p), 0);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(mercury_plan_wire_tag(p, names[i], NULL),
+				 squeezed[i]);
+	mercury_plan_free(p);
+}
 
 static void test_load_bad(void **state)
 {
@@ -777,6 +824,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_load_ok),
 		cmocka_unit_test(test_load_bad),
+		cmocka_unit_test(test_wire_tag),
 		cmocka_unit_test(test_profiles),
 		cmocka_unit_test(test_profile_anchors),
 		cmocka_unit_test(test_profile_vit),

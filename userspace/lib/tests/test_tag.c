@@ -40,6 +40,56 @@ static void test_value_shift_mask(void **state)
 	mercury_tagger_free(t);
 }
 
+/* One check for every tool: tags 1..levels must survive the mask. */
+static void test_tag_check(void **state)
+{
+	static const struct {
+		int source;
+		unsigned int shift;
+		uint32_t mask, levels;
+		int err;
+		const char *msg;
+	} c[] = {
+		{ MERCURY_TAG_MARK, 0, 0xf0, 8, -ERANGE,
+		  "8 levels do not fit mask 0xf0: tag 1 would read back as 0" },
+		{ MERCURY_TAG_MARK, 0, 0x100, 8, -ERANGE,
+		  "8 levels do not fit mask 0x100" },
+		{ MERCURY_TAG_MARK, 0, 0xffff0000, 8, -ERANGE,
+		  "8 levels do not fit mask 0xffff0000" },
+		{ MERCURY_TAG_MARK, 0, 0x5, 2, -ERANGE,
+		  "2 levels do not fit mask 0x5; squeeze the plan to 1 levels" },
+		{ MERCURY_TAG_DSCP, 0, 0, 64, -ERANGE,
+		  "64 levels do not fit mask 0x3f" },
+		{ MERCURY_TAG_DSCP, 3, 0xf, 8, -EINVAL, "6 DSCP bits" },
+		{ MERCURY_TAG_MARK, 24, 0x1ff, 8, -EINVAL, "does not fit 32 bits" },
+		{ MERCURY_TAG_MARK, 0, 0, 65535, 0, NULL },
+		{ MERCURY_TAG_MARK, 8, 0xff, 255, 0, NULL },
+		{ MERCURY_TAG_DSCP, 0, 0, 63, 0, NULL },
+		{ MERCURY_TAG_MARK, 0, 0xf0, 0, 0, NULL },
+	};
+	struct mercury_tagger *t;
+	uint32_t v;
+	size_t i;
+	unsigned int tag;
+
+	(void)state;
+	assert_int_equal(mercury_tag_check(NULL, MERCURY_MAX_TAG), 0);
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		MERCURY_OPTS(mercury_tag_opts, o, .source = c[i].source,
+			     .shift = c[i].shift, .mask = c[i].mask);
+
+		if (mercury_tag_check(&o, c[i].levels) != c[i].err ||
+		    (c[i].msg && !strstr(mercury_last_error(), c[i].msg)))
+			fail_msg("case %zu: got \"%s\"", i, mercury_last_error());
+		/* the tagger agrees tag by tag: what passes, it can write */
+		if (c[i].err || mercury_tagger_new(&o, &t))
+			continue;
+		for (tag = 1; tag <= c[i].levels; tag++)
+			assert_int_equal(mercury_tagger_value(t, tag, &v), 0);
+		mercury_tagger_free(t);
+	}
+}
+
 static void test_bad_opts(void **state)
 {
 	MERCURY_OPTS(mercury_tag_opts, o, .shift = 24, .mask = 0x1ff);
@@ -470,6 +520,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_value_shift_mask),
 		cmocka_unit_test(test_bad_opts),
+		cmocka_unit_test(test_tag_check),
 		cmocka_unit_test(test_priority_lands),
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_dscp_ipv4),

@@ -217,7 +217,14 @@ static void test_bad_inputs(void **state)
 		{ "cluster_negative.json", "memory_bytes" },
 		{ "cluster_dup.json", "twice" },
 		{ "cluster_empty.json", "non-empty" },
-		{ "small.graph.txt", "cannot read cluster" },
+		{ "small.graph.txt", "line 1: invalid JSON" },
+		/* NaN and Infinity are no number, not 0 */
+		{ "cluster_nan_latency.json", "latency_s must be a number" },
+		{ "cluster_inf_bandwidth.json", "bandwidth_Bps must be a number" },
+		{ "cluster_truncated.json", "truncated JSON" },
+		{ "cluster_zero_bytes.json", "empty file" },
+		{ ".", "is a directory" },
+		{ "does-not-exist.json", "No such file" },
 	};
 
 	(void)state;
@@ -692,60 +699,143 @@ static void test_pipe_sim_agrees(void **state)
 }
 
 /*
- * PipeDream's cost model, checked by brute force: on AlexNet (23 nodes)
- * every partition of the order into at most 4 stages with every replica
- * count, priced with the published formulas computed here independently;
- * the programme's period is the minimum.  Its data-parallel figure is the
- * formula itself, and matches the issue's table (0.51x on 4 machines).
+ * Both cost models, checked by brute force.  The test works out which
+ * tensors cross a cut on its own, from the edge list: for every edge
+ * u -> v with u among the first k nodes of the order and v not, the output
+ * u sends along it (its producing member's) counts once, however many
+ * such edges carry it; on PipeDream graphs, edges from Input sources and
+ * to __getitem__ sinks carry nothing (its optimizer removes those nodes).
+ * Every partition of the solver's order into stages, with every replica
+ * count, is priced with the published formulas recomputed here: the
+ * programme's period is the minimum, and every stage receives exactly the
+ * crossing bytes.
  */
 struct bf {
 	const struct mp_graph *g;
-	const int *ord, *skip;
-	double B, best;
-	int n, M;
+	const int *ord;
+	int *pos, *skip, *seen;
+	double B, lat, best;	/* bytes per ms, ms, ms */
+	int n, M, pipedream;
 };
 
-static double bf_xpd(const struct bf *b, int k)
+/* PipeDream's rule, from the edge list rather than the CSR. */
+static int bf_skipped(const struct mp_graph *g, int v)
 {
+	int in = 0, out = 0, m;
+
+	if (!g->format || strcmp(g->format, "pipedream"))
+		return 0;
+	for (int i = 0; i < g->ne; i++) {
+		in += g->edges[i].dst == v;
+		out += g->edges[i].src == v;
+	}
+	for (m = 0; m < g->nm && g->members[m].node != v; m++)
+		;
+	return m < g->nm &&
+	       ((g->members[m].role == MP_ROLE_INPUT && !in) ||
+		(g->members[m].role == MP_ROLE_GETITEM && !out));
+}
+
+static double bf_cross(const struct bf *b, int k)
+{
+	const struct mp_graph *g = b->g;
 	double x = 0;
 
-	/* maximal nodes of the prefix: no consumer inside it */
+	memset(b->seen, 0, g->nm * sizeof(int));
+	for (int i = 0; i < g->ne; i++) {
+		const struct mp_edge *e = &g->edges[i];
+
+		if (b->pos[e->src] < k && b->pos[e->dst] >= k &&
+		    !b->skip[e->src] && !b->skip[e->dst] &&
+		    !b->seen[e->src_member]) {
+			b->seen[e->src_member] = 1;
+			x += e->bytes;
+		}
+	}
+	return x;
+}
+
+/*
+ * Bytes crossing the cut after k nodes that leave a node with a consumer
+ * before the cut too: what pricing only the prefix's last outputs misses.
+ */
+static double bf_missed(const struct bf *b, int k)
+{
+	const struct mp_graph *g = b->g;
+	double x = 0;
+
 	for (int i = 0; i < k; i++) {
-		int v = b->ord[i], inside = 0;
+		int v = b->ord[i], before = 0, after = -1;
 
 		if (b->skip[v])
 			continue;
-		for (int e = b->g->out_off[v]; e < b->g->out_off[v + 1]; e++)
-			for (int q = 0; q < k; q++)
-				if (b->ord[q] == b->g->edges[b->g->out_e[e]].dst &&
-				    !b->skip[b->ord[q]])
-					inside = 1;
-		if (!inside)
-			x += b->g->nodes[v].act_bytes;
+		for (int e = 0; e < g->ne; e++) {
+			int w = g->edges[e].dst;
+
+			if (g->edges[e].src != v || b->skip[w])
+				continue;
+			if (b->pos[w] < k)
+				before = 1;
+			else
+				after = e;
+		}
+		if (before && after >= 0)
+			x += g->edges[after].bytes;
 	}
-	return k == b->n ? 0 : x;
+	return x;
+}
+
+static int bf_lcm(int a, int b)
+{
+	int x = a, y = b;
+
+	while (y) {
+		int t = x % y;
+
+		x = y;
+		y = t;
+	}
+	return a / x * b;
+}
+
+/* Time per micro-batch of stage [start, end) on r replicas. */
+static double bf_stage(const struct bf *b, int start, int end, int r)
+{
+	double C = 0, P = 0, ar;
+
+	for (int i = start; i < end; i++) {
+		int v = b->ord[i];
+
+		if (b->skip[v])
+			continue;
+		C += b->g->nodes[v].fwd_ms + b->g->nodes[v].bwd_ms;
+		P += b->g->nodes[v].param_bytes;
+	}
+	if (b->pipedream)
+		return (C + 4.0 * (r - 1) * P / (r * b->B)) / r;
+	ar = 2.0 * (r - 1) * P / (r * b->B);
+	return (C > ar ? C : ar) / r;
+}
+
+static double bf_link(const struct bf *b, int k, int rprev, int r)
+{
+	double x = bf_cross(b, k);
+
+	if (b->pipedream)
+		return 2 * x / (b->B * (r < rprev ? r : rprev));
+	return (b->lat + x / b->B) / bf_lcm(r, rprev);
 }
 
 static void bf_rec(struct bf *b, int start, int used, int rprev, double worst)
 {
 	for (int end = start + 1; end <= b->n; end++)
 		for (int r = 1; used + r <= b->M; r++) {
-			double C = 0, P = 0, t, w = worst;
+			double t = bf_stage(b, start, end, r), w = worst;
 
-			for (int i = start; i < end; i++) {
-				int v = b->ord[i];
-
-				if (b->skip[v])
-					continue;
-				C += b->g->nodes[v].fwd_ms + b->g->nodes[v].bwd_ms;
-				P += b->g->nodes[v].param_bytes;
-			}
-			t = (C + 4.0 * (r - 1) * P / (r * b->B)) / r;
 			if (t > w)
 				w = t;
 			if (start) {
-				double x = bf_xpd(b, start);
-				double l = 2 * x / (b->B * (r < rprev ? r : rprev));
+				double l = bf_link(b, start, rprev, r);
 
 				if (l > w)
 					w = l;
@@ -759,30 +849,178 @@ static void bf_rec(struct bf *b, int start, int used, int rprev, double worst)
 		}
 }
 
-static void test_pipe_pipedream_brute_force(void **state)
+/*
+ * Solves g on M devices at B bytes/s under one model and checks it against
+ * brute force over the order the solver kept; returns the bytes its cuts
+ * carry that the antichain rule (the prefix's last outputs) leaves out.
+ */
+static double bf_check(const struct mp_graph *g, int M, double B, double lat,
+		       int pipedream, struct mp_pipe *p)
 {
-	struct mp_pipe_opts po = { .pipedream = 1, .fewer = 1,
-				   .bandwidth_Bps = 1.25e9 };
-	struct mp_graph g;
+	struct mp_pipe_opts po = { .pipedream = pipedream, .fewer = 1,
+				   .bandwidth_Bps = B };
 	struct mp_cluster c;
 	struct mp_err err;
-	struct mp_pipe p;
 	struct bf b = { 0 };
-	int *skip;
+	double missed = 0;
+
+	mp_cluster_make(&c, M, 1e18, 1.0, B, lat);
+	assert_int_equal(mp_pipe_solve(g, &c, &po, p, &err), 0);
+	/* no memory check: the stash never limits the rate */
+	assert_false(p->stash_limited);
+	b.g = g;
+	b.ord = p->order;
+	b.n = g->n;
+	b.M = M;
+	b.B = B / 1e3;
+	b.lat = lat * 1e3;
+	b.pipedream = pipedream;
+	b.best = 1e300;
+	b.pos = mp_calloc(g->n, sizeof(int));
+	b.skip = mp_calloc(g->n, sizeof(int));
+	b.seen = mp_calloc(g->nm, sizeof(int));
+	for (int i = 0; i < g->n; i++) {
+		b.pos[p->order[i]] = i;
+		b.skip[i] = bf_skipped(g, i);
+	}
+	bf_rec(&b, 0, 0, 1, 0);
+	if (fabs(p->period_ms - b.best) > 1e-9 * b.best)
+		fail_msg("%s on %d (%s): period %.9g ms, brute force %.9g ms",
+			 g->model, M, pipedream ? "PipeDream's" : "Mercury's",
+			 p->period_ms, b.best);
+	for (int s = 1; s < p->nstages; s++) {
+		int k = p->st[s].first;
+		double x = bf_cross(&b, k);
+
+		assert_float_equal(p->st[s].in_bytes, x, 1e-9 * x);
+		assert_float_equal(p->st[s].link_ms,
+				   bf_link(&b, k, p->st[s - 1].replicas,
+					   p->st[s].replicas), 1e-12);
+		missed += bf_missed(&b, k);
+	}
+	free(b.pos);
+	free(b.skip);
+	free(b.seen);
+	mp_cluster_free(&c);
+	return missed;
+}
+
+static unsigned int bf_rand(unsigned int *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 16 & 0x7fff;
+}
+
+static void bf_edge(struct mp_graph *g, int su, int u, int v)
+{
+	for (int i = 0; i < g->ne; i++)
+		if (g->edges[i].src_member == su && g->edges[i].dst == v)
+			return;
+	g->edges[g->ne].src = u;
+	g->edges[g->ne].dst = v;
+	g->edges[g->ne].src_member = su;
+	g->edges[g->ne].dst_member = v;
+	g->edges[g->ne].bytes = g->members[su].out_bytes;
+	g->ne++;
+}
+
+/*
+ * A small random DAG: a chain with branches, residual skip edges and
+ * concat nodes (two or three inputs); 1-16 MB activations, 0.5-5 ms
+ * forward and twice that backward, up to 40 MB of parameters.  As a PipeDream graph, node 0 is an
+ * Input source (636 ms of data loading) that also feeds a later node and
+ * the last node a __getitem__ sink; otherwise one node has two members
+ * (an h200 module group) whose outputs leave it separately.
+ */
+static void bf_graph(struct mp_graph *g, int n, unsigned int seed,
+		     int pipedream)
+{
+	int nm = n + !pipedream, chain = n;
+	int two = pipedream ? -1 : 1 + (int)(seed % (n - 2));
+	struct mp_err err;
+	char buf[32];
+
+	memset(g, 0, sizeof(*g));
+	snprintf(buf, sizeof(buf), "dag%u%s", seed, pipedream ? "pd" : "");
+	g->model = mp_strdup(buf);
+	g->format = mp_strdup(pipedream ? "pipedream" : "synthetic");
+	g->n = n;
+	g->nm = nm;
+	g->nodes = mp_calloc(n, sizeof(struct mp_node));
+	g->members = mp_calloc(nm, sizeof(struct mp_member));
+	g->params = mp_calloc(1, sizeof(struct mp_param));
+	g->edges = mp_calloc(4 * n + 4, sizeof(struct mp_edge));
+	for (int m = 0; m < nm; m++) {
+		struct mp_member *mb = &g->members[m];
+		int v = m < n ? m : two;
+
+		snprintf(buf, sizeof(buf), "m%d", m);
+		mb->name = mp_strdup(buf);
+		mb->node = v;
+		mb->called = 1;
+		mb->order = m;
+		mb->fwd_ms = 0.5 + bf_rand(&seed) % 10 * 0.5;
+		mb->out_bytes = 1e6 * (1 + bf_rand(&seed) % 16);
+		if (m < n) {
+			g->nodes[v].name = mp_strdup(buf);
+			g->nodes[v].order = m;
+			g->nodes[v].param_bytes = 4e6 * (bf_rand(&seed) % 11);
+		}
+		g->nodes[v].fwd_ms += mb->fwd_ms;
+		g->nodes[v].bwd_ms += 2 * mb->fwd_ms;
+		g->nodes[v].act_bytes += mb->out_bytes;
+	}
+	if (pipedream) {
+		g->members[0].role = MP_ROLE_INPUT;
+		g->nodes[0].fwd_ms = 636;
+		g->members[n - 1].role = MP_ROLE_GETITEM;
+		chain = n - 1;
+	}
+	for (int v = 1; v < chain; v++) {
+		int u = bf_rand(&seed) % 4 ? v - 1 : (int)(bf_rand(&seed) % v);
+
+		/* a group's output: either of its members' */
+		bf_edge(g, u == two && bf_rand(&seed) % 2 ? n : u, u, v);
+		if (v >= 2 && bf_rand(&seed) % 2) {
+			/* a residual: the skip tensor from further back */
+			u = bf_rand(&seed) % (v - 1);
+			bf_edge(g, u == two ? n : u, u, v);
+		}
+		if (v >= 3 && bf_rand(&seed) % 4 == 0) {
+			/* a concat of one more earlier output */
+			u = bf_rand(&seed) % (v - 2);
+			bf_edge(g, u, u, v);
+		}
+	}
+	if (pipedream) {
+		int u = n - 2 - bf_rand(&seed) % 3;
+
+		/* the Input also feeds a later node, as GNMT's do */
+		bf_edge(g, 0, 0, 2 + bf_rand(&seed) % (n - 3));
+		bf_edge(g, u, u, n - 1);
+	}
+	assert_int_equal(mp_graph_finish(g, &err), 0);
+}
+
+/*
+ * AlexNet (23 nodes, a chain) on 4 machines under both models; under
+ * PipeDream's its data-parallel figure is the formula itself and matches
+ * the published table (0.51x), its pipeline PipeDream's 2.63x.
+ */
+static void test_pipe_brute_force_alexnet(void **state)
+{
+	struct mp_graph g;
+	struct mp_err err;
+	struct mp_pipe p;
 	double T = 0, P = 0;
 
 	(void)state;
 	assert_true(have_profiles());
 	assert_int_equal(mp_graph_load(profile("pipedream/alexnet.graph.txt"),
 				       &g, &err), 0);
-	mp_cluster_make(&c, 4, 1e18, 1.0, 1.25e9, 0);
-	assert_int_equal(mp_pipe_solve(&g, &c, &po, &p, &err), 0);
-	skip = mp_calloc(g.n, sizeof(int));
-	for (int m = 0; m < g.nm; m++)
-		if (g.members[m].role == MP_ROLE_INPUT)
-			skip[g.members[m].node] = 1;
+	bf_check(&g, 4, 1.25e9, 0, 1, &p);
 	for (int v = 0; v < g.n; v++)
-		if (!skip[v]) {
+		if (!bf_skipped(&g, v)) {
 			T += g.nodes[v].fwd_ms + g.nodes[v].bwd_ms;
 			P += g.nodes[v].param_bytes;
 		}
@@ -791,21 +1029,51 @@ static void test_pipe_pipedream_brute_force(void **state)
 	assert_true(T < 100);
 	assert_float_equal(p.dp_ms, (T + 4.0 * 3 * P / (4 * 1.25e6)) / 4, 1e-9);
 	assert_float_equal(round(100 * T / p.dp_ms) / 100, 0.51, 1e-9);
-	b.g = &g;
-	b.ord = p.order;
-	b.skip = skip;
-	b.B = 1.25e6;
-	b.n = g.n;
-	b.M = 4;
-	b.best = 1e300;
-	bf_rec(&b, 0, 0, 1, 0);
-	/* the programme tried two orders; this one is the one it kept */
-	assert_float_equal(p.period_ms, b.best, 1e-9 * b.best);
 	assert_true(p.speedup >= 2.63 * 0.995);
-	free(skip);
 	mp_pipe_free(&p);
-	mp_cluster_free(&c);
+	bf_check(&g, 4, 1.25e9, 1e-5, 0, &p);
+	mp_pipe_free(&p);
 	mp_graph_free(&g);
+}
+
+/*
+ * Small random DAGs (9 nodes) with residual skips, concat nodes, Input
+ * sources feeding later nodes, __getitem__ sinks and two-member groups,
+ * on 3 and 4 machines at 1.25 and 12.5 GB/s, under both models.  The cuts
+ * the solver picks must include some that a skip or concatenated tensor
+ * crosses (the bytes an antichain rule would miss), or the test proves
+ * nothing.
+ */
+static void test_pipe_brute_force_dags(void **state)
+{
+	static const double bws[] = { 1.25e9, 12.5e9 };
+	int runs = 0, split = 0, hit = 0;
+	struct mp_graph g;
+	double missed = 0;
+
+	(void)state;
+	for (int i = 0; i < 48 * 8; i++) {
+		/* 48 graphs, each on 3 and 4 machines, 2 rates, 2 models */
+		int M = 3 + (i >> 2 & 1), model = i & 1;
+		double bw = bws[i >> 1 & 1];
+		struct mp_pipe p;
+		double x;
+
+		if (i % 8 == 0)
+			bf_graph(&g, 9, 1 + i / 16, i / 8 % 2);
+		x = bf_check(&g, M, bw, 1e-5, model, &p);
+		missed += x;
+		hit += x > 0;
+		split += p.nstages > 1;
+		runs++;
+		mp_pipe_free(&p);
+		if (i % 8 == 7)
+			mp_graph_free(&g);
+	}
+	print_message("# %d pipelines checked, %d with more than one stage, %d with a skip or concat tensor across a cut (%.0f MB)\n",
+		      runs, split, hit, missed / 1e6);
+	assert_true(split > runs / 4);
+	assert_true(hit > runs / 8);
 }
 
 /*
@@ -1276,7 +1544,14 @@ static void test_cli_plan_format(void **state)
 		 "./mercury-place -j -p %s -c clusters/h100x4.json --levels 8 -o %s",
 		 prof, sq);
 	assert_int_equal(run(cmd, out, 1 << 22), 0);
-	assert_non_null(strstr(out, "\"levels\": 8}"));
+	{
+		struct json_object *j = json_tokener_parse(out), *v;
+
+		assert_non_null(j);
+		assert_true(json_object_object_get_ex(j, "levels", &v));
+		assert_int_equal(json_object_get_int(v), 8);
+		json_object_put(j);
+	}
 	snprintf(cmd, sizeof(cmd),
 		 "./mercury-place -p %s -c clusters/h100x4.json --levels 8 --tag-source priority --shift 4 --mask 0xff -o %s",
 		 prof, sq);
@@ -1373,6 +1648,29 @@ static void test_cli_plan_format(void **state)
 				fail_msg("%s: not a usage error: %s", bad[i], out);
 		}
 	}
+	/*
+	 * Masks under which every tag 1..8 reads back as 0 (all traffic
+	 * untagged): refused before solving, in one line naming mask and
+	 * levels, the check mercury-run makes; no plan is written.
+	 */
+	{
+		static const char *const masks[] = { "0xf0", "0x100", "0xffff0000" };
+
+		for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
+			char want[64];
+
+			unlink(sq);
+			snprintf(cmd, sizeof(cmd),
+				 "./mercury-place -p %s -c clusters/h100x4.json --mask %s --levels 8 -o %s 2>&1",
+				 prof, masks[i], sq);
+			snprintf(want, sizeof(want), "8 levels do not fit mask %s",
+				 masks[i]);
+			if (run(cmd, out, 1 << 22) != 2 || !strstr(out, want) ||
+			    strchr(out, '\n') != out + strlen(out) - 1 ||
+			    access(sq, F_OK) == 0)
+				fail_msg("--mask %s --levels 8: %s", masks[i], out);
+		}
+	}
 	unlink(full);
 	unlink(sq);
 	free(out);
@@ -1450,7 +1748,8 @@ int main(void)
 		cmocka_unit_test(test_tied_tensors),
 		cmocka_unit_test(test_comm_bound_diamond),
 		cmocka_unit_test(test_pipe_sim_agrees),
-		cmocka_unit_test(test_pipe_pipedream_brute_force),
+		cmocka_unit_test(test_pipe_brute_force_alexnet),
+		cmocka_unit_test(test_pipe_brute_force_dags),
 		cmocka_unit_test(test_pipe_beats_unpipelined),
 		cmocka_unit_test(test_dp_chain_exact),
 		cmocka_unit_test(test_coarsen_keeps_dag),

@@ -73,6 +73,8 @@ def _check(ret):
 
 
 # ---- structs (must match include/mercury/mercury.h) -------------------------
+# tests/test_mercury.py's TestLayout compiles the header and holds every
+# mirror below to its sizeof and field offsets.
 
 class _TagOpts(_c.Structure):
     _fields_ = [("sz", _c.c_size_t), ("source", _c.c_int),
@@ -124,13 +126,19 @@ class _ChansetOpts(_c.Structure):
 class _ChansetStats(_c.Structure):
     _fields_ = [("chunks", _c.c_uint64), ("bytes", _c.c_uint64),
                 ("inversions", _c.c_uint64), ("tag_syscalls", _c.c_uint64),
-                ("waits", _c.c_uint64), ("wait_ns", _c.c_uint64)]
+                ("waits", _c.c_uint64), ("wait_ns", _c.c_uint64),
+                ("placed", _c.c_uint64), ("picks", _c.c_uint64),
+                ("queries", _c.c_uint64), ("cap_blocks", _c.c_uint64),
+                ("eagain_blocks", _c.c_uint64), ("wire_bytes", _c.c_uint64)]
 
 
+# dest and frame_done stay NULL here: Receiver hands out whole tensors.
 class _RxOpts(_c.Structure):
     _fields_ = [("sz", _c.c_size_t), ("max_tensor_bytes", _c.c_uint64),
                 ("max_pending", _c.c_size_t),
-                ("max_pending_bytes", _c.c_uint64)]
+                ("max_pending_bytes", _c.c_uint64),
+                ("dest", _c.c_void_p), ("frame_done", _c.c_void_p),
+                ("ctx", _c.c_void_p)]
 
 
 class _Tensor(_c.Structure):
@@ -182,6 +190,8 @@ _protos = {
     "mercury_plan_free": (None, [_P]),
     "mercury_plan_save": (_c.c_int, [_P, _c.c_char_p]),
     "mercury_plan_lookup": (_c.c_int, [_P, _c.c_char_p]),
+    "mercury_plan_wire_tag": (_c.c_int, [_P, _c.c_char_p,
+                                         _c.POINTER(_c.c_uint32)]),
     "mercury_plan_size": (_c.c_size_t, [_P]),
     "mercury_plan_max_tag": (_c.c_uint, [_P]),
     "mercury_plan_entry": (_c.c_int, [_P, _c.c_size_t,
@@ -431,6 +441,16 @@ class Plan:
 
     def __contains__(self, tensor):
         return self.get(tensor) is not None
+
+    def wire_tag(self, tensor):
+        """The tag tensor goes out with: libmercury's tag rule (tags that
+        fit the plan's levels as they are, wider plans squeezed by rank
+        when loaded or built with levels). KeyError if the plan does not
+        name it."""
+        r = _lib.mercury_plan_wire_tag(self._p, tensor.encode(), None)
+        if r == -errno.ENOENT:
+            raise KeyError(tensor)
+        return _check(r)
 
     def entries(self):
         """(tensor, tag, bytes, src, dst) in file order (profiles: by tag)."""

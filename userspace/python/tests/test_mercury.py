@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 """Tests of the Python bindings; prints TAP (ok N - name / not ok N - name)."""
+import ctypes
 import errno
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -197,6 +199,31 @@ class TestPlan(unittest.TestCase):
                          [e[0] for e in full.entries()])
         self.assertEqual([p[n] for n in p], [want[n] for n in p])
 
+    def test_mask_erasing_every_tag_is_refused(self):
+        # under these masks tags 1..8 all read back as 0: nothing tagged
+        for mask in (0xf0, 0x100, 0xffff0000):
+            text = json.dumps({"mercury_plan": 1, "levels": 8, "mask": mask,
+                               "priorities": [{"tensor": "a", "tag": 8}]})
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "plan.json")
+                with open(path, "w") as f:
+                    f.write(text)
+                with self.assertRaises(mercury.MercuryError) as cm:
+                    mercury.Plan.load(path)
+            self.assertEqual(cm.exception.errno, errno.ERANGE)
+            self.assertIn("8 levels do not fit mask %#x" % mask,
+                          cm.exception.strerror)
+            self.assertNotIn("\n", cm.exception.strerror)
+
+    def test_wire_tag(self):
+        # tags that fit go as they are; a wider plan is squeezed by rank
+        p = mercury.Plan.build([("a", 1), ("b", 5), ("c", 100)])
+        self.assertEqual([p.wire_tag(n) for n in "abc"], [1, 5, 100])
+        p = mercury.Plan.build([("a", 1), ("b", 5), ("c", 100)], levels=8)
+        self.assertEqual([p.wire_tag(n) for n in "abc"], [1, 2, 3])
+        with self.assertRaises(KeyError):
+            p.wire_tag("d")
+
     def test_build_and_format(self):
         b = mercury.Plan.build([("a", 1, 40, "gpu0", "ps0"), ("b", 2),
                                 ("c", 9, 8)], levels=2, source="priority")
@@ -359,6 +386,71 @@ class TestChannels(unittest.TestCase):
         self.assertEqual(done, 1)
         self.assertEqual(rx.next(), (1, 2, data))
         self.assertIsNone(rx.next())
+
+
+# Every ctypes mirror in the bindings and the mercury.h struct it mirrors.
+MIRRORS = {
+    "_TagOpts": "mercury_tag_opts",
+    "_TaggerStats": "mercury_tagger_stats",
+    "_PlanEntry": "mercury_plan_entry",
+    "_PlanOpts": "mercury_plan_opts",
+    "_PlanLoadOpts": "mercury_plan_load_opts",
+    "_PlanInfo": "mercury_plan_info",
+    "_Frame": "mercury_frame",
+    "_ChansetOpts": "mercury_chanset_opts",
+    "_ChansetStats": "mercury_chanset_stats",
+    "_RxOpts": "mercury_rx_opts",
+    "_Tensor": "mercury_tensor",
+}
+INCLUDE = os.path.join(HERE, "..", "..", "lib", "include")
+
+
+class TestLayout(unittest.TestCase):
+    """The ctypes mirrors have the C header's sizeof, and each field its
+    offsetof and size, as the compiler lays them out."""
+
+    def c_layout(self, mirrors):
+        lines = ["#include <stdio.h>", "#include <mercury/mercury.h>",
+                 "int main(void)", "{"]
+        for py, cls in sorted(mirrors.items()):
+            st = "struct " + MIRRORS[py]
+            lines.append('\tprintf("%s %%zu\\n", sizeof(%s));' % (py, st))
+            for name, _ in cls._fields_:
+                lines.append('\tprintf("%s.%s %%zu %%zu\\n", offsetof(%s, %s), '
+                             'sizeof(((%s *)0)->%s));'
+                             % (py, name, st, name, st, name))
+        lines += ["\treturn 0;", "}"]
+        cc = os.environ.get("CC", "cc")
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            r = subprocess.run([cc, "-std=gnu11", "-I", INCLUDE, "-o", exe,
+                                src], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, "%s failed: %s" % (cc, r.stderr))
+            out = subprocess.run([exe], capture_output=True, text=True,
+                                 check=True).stdout
+        return {k: tuple(map(int, v)) for k, *v in
+                (line.split() for line in out.splitlines())}
+
+    def test_mirrors_match_header(self):
+        mirrors = {n: c for n, c in vars(mercury).items()
+                   if isinstance(c, type) and issubclass(c, ctypes.Structure)}
+        self.assertEqual(sorted(mirrors), sorted(MIRRORS),
+                         "a ctypes mirror missing from MIRRORS (or gone)")
+        c = self.c_layout(mirrors)
+        bad = []
+        for py, cls in sorted(mirrors.items()):
+            if ctypes.sizeof(cls) != c[py][0]:
+                bad.append("%s: %d bytes, struct %s has %d" % (
+                    py, ctypes.sizeof(cls), MIRRORS[py], c[py][0]))
+            for name, _ in cls._fields_:
+                field = getattr(cls, name)
+                if (field.offset, field.size) != c[py + "." + name]:
+                    bad.append("%s.%s: offset %d size %d, C %d %d" % (
+                        py, name, field.offset, field.size,
+                        *c[py + "." + name]))
+        self.assertEqual(bad, [])
 
 
 class TapResult(unittest.TextTestResult):

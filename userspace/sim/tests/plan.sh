@@ -85,6 +85,45 @@ for prof in "$TOP"/profiles/h200/*.json; do
 	cut -f1,4 "$T/ps8" >"$T/ps8level"
 	check "$m: 8-tag plan: sim, ps, ps wire tag and tagger agree" \
 		same_prio "$T/tag8" "$T/sim8" "$T/ps8" "$T/ps8level"
+
+	# One tag rule (libmercury's mercury_plan_wire_tag()): mercury-ps,
+	# libmercury and mercury.torch put the same tag on every tensor, at
+	# every --levels, for the default plan, a plan with gaps between its
+	# tags (squeezed by rank, not by value) and no plan at all.
+	python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+for e in d["priorities"]:
+    e["tag"] *= 3
+d["levels"] *= 3
+json.dump(d, open(sys.argv[2], "w"))' "$plan" "$T/gaps.json"
+	cut -f1 "$T/sim" >"$T/names"
+	pyargs=""
+	for lv in 1 3 8 64 1000; do
+		for kind in default gaps none; do
+			case $kind in
+			default) pf=$plan ;;
+			gaps) pf=$T/gaps.json ;;
+			none) pf=$prof ;;
+			esac
+			if [ $kind = none ]; then
+				$PS worker --profile "$prof" --levels $lv --print-priorities
+			else
+				$PS worker --profile "$prof" --plan "$pf" --levels $lv --print-priorities
+			fi | cut -f1,4 >"$T/ps.$kind.$lv"
+			$TOOL lookup "$([ $kind = none ] && echo "$plan" || echo "$pf")" $lv \
+				<"$T/names" >"$T/lib.$kind.$lv" 2>&1
+			pyargs="$pyargs $pf $lv $T/py.$kind.$lv"
+		done
+	done
+	# shellcheck disable=SC2086
+	python3 ./wire_tags.py "$T/names" $pyargs >"$T/pyerr" 2>&1 ||
+		sed 's/^/# python: /' "$T/pyerr" | tail -n 5
+	check "$m: one tag rule: ps, libmercury and mercury.torch agree (default plan, plan with gaps, no plan; levels 1 3 8 64 1000)" \
+		sh -c 'for lv in 1 3 8 64 1000; do for k in default gaps none; do
+			paste "$1/lib.$k.$lv" "$1/ps.$k.$lv" "$1/py.$k.$lv" | awk -F"\t" -v k=$k -v lv=$lv "
+				\$1 != \$3 || \$1 != \$5 || \$2 != \$4 || \$2 != \$6 { if (bad++ < 3) print \"differ (\" k \", \" lv \" levels): lib/ps/python: \" \$0 }
+				END { if (NR == 0) { print \"no tensors\"; bad = 1 } if (bad > 3) print bad \" tensors differ\"; exit bad > 0 }" || exit 1
+		done; done' sh "$T"
 done
 
 prof=$TOP/profiles/h200/resnet50.json

@@ -4,8 +4,11 @@
  *   plan_tool default PROFILE OUT [LEVELS]
  *                                   write libmercury's default plan
  *                                   (squeezed to LEVELS tags if given)
- *   plan_tool lookup PLAN           for each tensor name on stdin print
- *                                   "name<TAB>tag" (mercury_plan_lookup)
+ *   plan_tool lookup PLAN [LEVELS]  for each tensor name on stdin print
+ *                                   "name<TAB>tag" (mercury_plan_lookup);
+ *                                   with LEVELS, the wire tag of the plan
+ *                                   loaded for LEVELS levels, squeezed if
+ *                                   wider (mercury_plan_wire_tag)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,8 @@
 
 int main(int argc, char **argv)
 {
+	MERCURY_OPTS(mercury_plan_load_opts, lo, .squeeze = true,
+		     .levels = argc == 4 ? atoi(argv[3]) : 0);
 	struct mercury_plan *p;
 	char line[4096];
 	int tag;
@@ -31,17 +36,18 @@ int main(int argc, char **argv)
 		mercury_plan_free(p);
 		return 0;
 	}
-	if (argc != 3 || strcmp(argv[1], "lookup")) {
-		fprintf(stderr, "usage: plan_tool default PROFILE OUT [LEVELS] | lookup PLAN\n");
+	if ((argc != 3 && argc != 4) || strcmp(argv[1], "lookup")) {
+		fprintf(stderr, "usage: plan_tool default PROFILE OUT [LEVELS] | lookup PLAN [LEVELS]\n");
 		return 2;
 	}
-	if (mercury_plan_load(argv[2], &p)) {
+	if (mercury_plan_load_opts(argv[2], argc == 4 ? &lo : NULL, &p)) {
 		fprintf(stderr, "plan_tool: %s\n", mercury_last_error());
 		return 1;
 	}
 	while (fgets(line, sizeof(line), stdin)) {
 		line[strcspn(line, "\n")] = '\0';
-		tag = mercury_plan_lookup(p, line);
+		tag = argc == 4 ? mercury_plan_wire_tag(p, line, NULL) :
+			mercury_plan_lookup(p, line);
 		if (tag < 0) {
 			fprintf(stderr, "plan_tool: %s not in %s\n", line, argv[2]);
 			mercury_plan_free(p);

@@ -122,6 +122,18 @@ MERCURY_API void mercury_tagger_free(struct mercury_tagger *t);
 MERCURY_API int mercury_tag_opts_from_env(struct mercury_tag_opts *opts);
 
 /*
+ * LIBMERCURY_0.3: can a tagger with opts (NULL: the defaults) carry tags
+ * 1..levels? The qdisc reads tag = (value >> shift) & mask, so every tag
+ * must survive the mask ((tag & mask) == tag: the mask's low bits must
+ * be set up to levels' top bit) and mask << shift must fit the field
+ * (32 bits; DSCP: 6). levels 0 checks the settings alone. -ERANGE or
+ * -EINVAL with one line naming mask and levels. The one check: the
+ * tagger, the plan loader and mercury-place's options use it.
+ */
+MERCURY_API int mercury_tag_check(const struct mercury_tag_opts *opts,
+				  unsigned int levels);
+
+/*
  * The value written for tag: (tag & mask) << shift (DSCP: the TOS/TCLASS
  * byte, that shifted left by 2); -ERANGE if it doesn't fit.
  */
@@ -290,6 +302,23 @@ MERCURY_API int mercury_plan_get_info(const struct mercury_plan *p,
  */
 MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
 				    const char *tensor);
+/*
+ * LIBMERCURY_0.3: the tag rule's answer, the tag tensor goes out with
+ * (>= 1), and in *value (may be NULL) the field the qdisc reads it back
+ * from: tag << the plan's shift (the tagger writes that; DSCP: << 2 more).
+ * The rule (Documentation/tagger.md, "One tag rule"): a plan's tags, 1
+ * most urgent, go on the wire as they are when they fit the levels the
+ * plan was loaded or set to (mercury_plan_set_levels(), the levels of
+ * mercury_plan_load_opts and mercury_plan_opts); otherwise the plan's
+ * distinct tags, ranked 1..n, are squeezed: rank r becomes r when
+ * n <= levels, else 1 + (r - 1) * levels / n. A tensor without a plan
+ * gets the default plan's tag (mercury_plan_from_profile()), or for a
+ * caller with its own order, rank r of a plan built from the ranks.
+ * -ENOENT as mercury_plan_lookup(); -ERANGE if the tag does not fit the
+ * plan's mask.
+ */
+MERCURY_API int mercury_plan_wire_tag(const struct mercury_plan *p,
+				      const char *tensor, uint32_t *value);
 MERCURY_API size_t mercury_plan_size(const struct mercury_plan *p);
 MERCURY_API unsigned int mercury_plan_max_tag(const struct mercury_plan *p);
 /* Entry i in file order (profile plans: ascending tag). */
@@ -582,7 +611,9 @@ enum mercury_outq_mode {
 enum mercury_qdisc_check {
 	/*
 	 * Each problem logged at MERCURY_LOG_WARN; the set is made. With no
-	 * log callback installed nothing would be said: no look is taken.
+	 * log callback installed, each goes to stderr as one line
+	 * ("libmercury: chanset: ..."); the notes (MERCURY_LOG_INFO) only
+	 * to a callback.
 	 */
 	MERCURY_QDISC_CHECK_WARN = 0,
 	MERCURY_QDISC_CHECK_OFF = 1,	/* no look at the qdiscs */

@@ -3,8 +3,9 @@
 
 Tags come from a Mercury plan (tensor name -> tag, 1 most urgent) or, with
 no plan, from the order the model's modules first run in forward. Either
-way the distinct tags are squeezed into the K channels keeping their order,
-as libmercury squeezes plan levels: channel = 1 + rank * K // n.
+way libmercury's tag rule (mercury_plan_wire_tag()) puts them on the K
+channels: tags that fit go as they are, wider ones are squeezed keeping
+their order.
 """
 import json
 import os
@@ -56,11 +57,12 @@ def load_plan(plan):
 
 
 def squeeze(tags, channels):
-    """{key: tag} -> {key: channel 1..channels}, order kept."""
-    levels = sorted(set(tags.values()))
-    n = len(levels)
-    rank = {t: i for i, t in enumerate(levels)}
-    return {k: 1 + rank[t] * min(channels, n) // n for k, t in tags.items()}
+    """{key: tag} -> {key: channel 1..channels}, by libmercury's rule."""
+    try:
+        plan = mercury.Plan.build(tags.items(), levels=channels)
+        return {k: plan.wire_tag(k) for k in tags}
+    except mercury.MercuryError as e:
+        raise MercuryTorchError("plan: %s" % e) from None
 
 
 def from_plan(names, plan, channels):
@@ -73,13 +75,7 @@ def from_plan(names, plan, channels):
                                     "at 1 (0 is the untagged class)"
                                     % (tensor, tag))
         table[strip_prefixes(tensor)] = tag
-    tags, missing = {}, []
-    for name in names:
-        key = strip_prefixes(name)
-        if key not in table:
-            missing.append(name)
-        else:
-            tags[name] = table[key]
+    missing = [name for name in names if strip_prefixes(name) not in table]
     if missing:
         more = len(missing) - 5
         raise MercuryTorchError(
@@ -88,7 +84,9 @@ def from_plan(names, plan, channels):
             "(python3 -m mercury.torch profile)"
             % (", ".join(repr(m) for m in missing[:5]),
                " and %d more" % more if more > 0 else ""))
-    return squeeze(tags, channels)
+    # the whole plan is squeezed, as the tagger and mercury-ps squeeze it
+    wire = squeeze(table, channels)
+    return {name: wire[strip_prefixes(name)] for name in names}
 
 
 def from_forward_order(names, first_call, channels):

@@ -11,7 +11,9 @@ owner that forward calls first, with shared_with naming the other owners
 (profiles/README.md).
 """
 import json
+import os
 import statistics
+import tempfile
 import time
 
 import torch
@@ -196,6 +198,34 @@ def profile(model, make_batch, loss_fn=None, optimizer=None, iters=5,
 
 
 def write_profile(prof, path):
-    with open(path, "w") as f:
-        json.dump(prof, f, indent=1)
-        f.write("\n")
+    """Write prof to path as JSON, whole or not at all: a failed write
+    (a full disk, a NaN timing, which JSON cannot hold) leaves any file
+    already at path as it was and no temporary beside it."""
+    try:
+        text = json.dumps(prof, indent=1, allow_nan=False) + "\n"
+    except ValueError:
+        raise MercuryTorchError("%s: the profile holds a NaN or infinite "
+                                "value; not written" % path) from None
+    # Through a link to its target; a device or pipe (/dev/stdout) is
+    # written as it is: a rename would replace the node itself.
+    path = os.path.realpath(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "w") as f:
+            f.write(text)
+        return
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".",
+                               dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        # mkstemp makes the file 0600; give it what open() would have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,207 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
+#
+# What mercury-place writes when its inputs, its outputs or gnuplot fail:
+# nothing from a profile or a file name runs as a command, a missing or
+# failing gnuplot is a one-line error with exit 1 and no PNG, a bad
+# cluster file is refused at once, a failed -o write keeps the previous
+# file, and options a command does not use are usage errors (exit 2).
+# KTAP out; MP_BIN runs another build (an older one, to see what it fails).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${MP_BIN:-$here/../mercury-place}
+data=${MP_TESTDATA:-$here/data}
+profiles=${MP_PROFILES:-$here/../../../profiles}
+cluster=$here/../clusters/h100x4.json
+vit=$profiles/h200/vit_b_16.json
+n=0
+failed=0
+
+tmp=$(mktemp -d /tmp/mp-output-XXXXXX)
+cleanup() { rm -rf "$tmp"; }
+trap cleanup EXIT
+
+result() {
+	n=$((n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $n $2"
+	else
+		echo "not ok $n $2"
+		failed=$((failed + 1))
+		[ -s "$tmp/err" ] && sed 's/^/# stderr: /' "$tmp/err" | head -5
+	fi
+}
+
+# run EXPECTED_RC CMD...: in $tmp/run, stdout in $tmp/out, stderr in
+# $tmp/err, under a 20 s bound; true if it exited EXPECTED_RC.
+run() {
+	want=$1
+	shift
+	(cd "$tmp/run" && timeout 20 "$@") >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq "$want" ] || { echo "# exit $rc, expected $want: $*"; return 1; }
+}
+
+# one line on stderr, naming what it must
+one_line() {
+	[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$1" "$tmp/err" ||
+		{ echo "# stderr lacks one line with '$1':"; sed 's/^/#   /' "$tmp/err"; return 1; }
+}
+
+no_pwned() {
+	! ls "$tmp/run" "$tmp" | grep -q '^PWNED'
+}
+
+echo "TAP version 13"
+mkdir -p "$tmp/run" "$tmp/bin" "$tmp/nognuplot"
+
+# ---- 1. nothing from data becomes a gnuplot command ----------------------
+# A profile is a file anyone may hand over: its model name must reach
+# gnuplot as text only.
+i=0
+for model in "x'; system(\"touch PWNED1\") #" \
+	     'x`touch PWNED2`' \
+	     "x
+set output '|touch PWNED3'
+EOD
+system(\"touch PWNED4\")" \
+	     'x" system("touch PWNED5") "'; do
+	i=$((i + 1))
+	MODEL=$model python3 -c 'import json, os, sys
+p = json.load(open(sys.argv[1]))
+p["model"] = os.environ["MODEL"]
+json.dump(p, open(sys.argv[2], "w"))' "$data/small_h200.json" "$tmp/evil$i.json"
+	rm -f "$tmp/run/p.png"
+	run 0 "$bin" compare -p "$tmp/evil$i.json" -c "$data/two_1MBps.json" \
+		--png p.png && no_pwned &&
+		head -c 8 "$tmp/run/p.png" | od -c | grep -q 'P   N   G'
+	result $? "compare --png with a hostile model name ($i) runs nothing, writes the PNG"
+done
+# bench's plot carries the model name in its labels
+mkdir -p "$tmp/prof/h200"
+cp "$tmp/evil1.json" "$tmp/prof/h200/evil1.json"
+cp "$tmp/evil3.json" "$tmp/prof/h200/evil3.json"
+run 0 "$bin" bench --profiles "$tmp/prof" --out "$tmp/run/bench" \
+	--synthetic 20 && no_pwned && [ -s "$tmp/run/bench/bench.png" ] &&
+	[ "$(grep -c . "$tmp/run/bench/bench.dat")" -eq 13 ]
+result $? "bench with hostile model names runs nothing; bench.dat keeps one line per case"
+
+# gnuplot reads an output name "|cmd" as a command: it never gets ours
+run 0 "$bin" compare -p "$data/small_h200.json" -c "$data/two_1MBps.json" \
+	--png '|touch PWNED6' && no_pwned && [ -s "$tmp/run/|touch PWNED6" ]
+result $? "compare --png '|cmd' writes a file of that name and runs nothing"
+
+# ---- 2. gnuplot missing or failing ----------------------------------------
+run 1 env PATH="$tmp/nognuplot" "$bin" compare -p "$data/small_h200.json" \
+	-c "$data/two_1MBps.json" --png p2.png &&
+	one_line "mercury-place: --png: gnuplot not found" &&
+	grep -q '^mercury ' "$tmp/out" && [ ! -e "$tmp/run/p2.png" ]
+result $? "compare --png without gnuplot: exit 1, one line, the table kept, no PNG"
+
+printf '#!/bin/sh\nexit 1\n' >"$tmp/bin/gnuplot"
+chmod +x "$tmp/bin/gnuplot"
+echo "previous" >"$tmp/run/p3.png"
+run 1 env PATH="$tmp/bin:$PATH" "$bin" compare -p "$data/small_h200.json" \
+	-c "$data/two_1MBps.json" --png p3.png &&
+	one_line "gnuplot failed" && grep -q '^mercury ' "$tmp/out" &&
+	[ "$(cat "$tmp/run/p3.png")" = previous ] &&
+	[ "$(ls -A "$tmp/run" | grep -c '^\.')" -eq 0 ]
+result $? "a gnuplot that fails: exit 1, the previous PNG kept, no temporary left"
+
+# closes its input at once and writes something that is no PNG
+printf '#!/bin/sh\nexec 0<&-\necho junk\nexit 0\n' >"$tmp/bin/gnuplot"
+run 1 env PATH="$tmp/bin:$PATH" "$bin" compare -p "$data/small_h200.json" \
+	-c "$data/two_1MBps.json" --png p4.png &&
+	one_line "no PNG" && [ ! -e "$tmp/run/p4.png" ]
+result $? "a gnuplot that closes stdin and writes no PNG: exit 1, no file"
+
+run 1 env PATH="$tmp/bin:$PATH" "$bin" compare -j -p "$data/small_h200.json" \
+	-c "$data/two_1MBps.json" --png p5.png &&
+	python3 -c 'import json,sys; d=json.load(sys.stdin); assert list(d) == ["error"]' <"$tmp/out"
+result $? "compare -j --png with gnuplot failing: one JSON error object, exit 1"
+
+# ---- 3. cluster files ------------------------------------------------------
+: >"$tmp/empty.json"
+for c in /dev/zero "$tmp" "$tmp/empty.json" "$data/cluster_truncated.json" \
+	 "$data/cluster_nan_latency.json" "$data/cluster_inf_bandwidth.json"; do
+	start=$(date +%s)
+	(cd "$tmp/run" && timeout 5 "$bin" -p "$data/small_h200.json" -c "$c") \
+		>"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" -eq 1 ] && one_line "$c" && [ ! -s "$tmp/out" ] &&
+		[ $(($(date +%s) - start)) -lt 5 ]
+	result $? "--cluster $(basename "$c"): exit 1 within 5 s, one line naming it (exit $rc)"
+done
+
+# ---- 4. -o replaces the previous plan only when complete -------------------
+run 0 "$bin" -p "$vit" -c "$cluster" -o plan.json
+cp "$tmp/run/plan.json" "$tmp/good.json"
+# a write that fails half way: a file size limit, its signal ignored
+run 1 sh -c "trap '' XFSZ; ulimit -f 8; exec \"\$0\" \"\$@\"" \
+	"$bin" -p "$vit" -c "$cluster" --levels 4 -o plan.json &&
+	cmp -s "$tmp/run/plan.json" "$tmp/good.json" &&
+	[ "$(ls -A "$tmp/run" | grep -c '^\.')" -eq 0 ]
+result $? "-o: a failed write keeps the previous plan and leaves no temporary"
+
+run 1 "$bin" -p "$vit" -c "$cluster" -o "$tmp/nodir/plan.json" &&
+	one_line "nodir/plan.json"
+result $? "-o into a missing directory: exit 1, one line"
+
+# ---- 5. output options ----------------------------------------------------
+run 1 "$bin" compare -p "$data/small_h200.json" -c "$data/two_1MBps.json" \
+	--png "$tmp/run" && one_line "is a directory" &&
+	! od -c "$tmp/out" | grep -q 'P   N   G'
+result $? "compare --png DIR: exit 1, no PNG on stdout"
+
+run 1 "$bin" compare -p "$data/small_h200.json" -c "$data/two_1MBps.json" \
+	--png "$tmp/nodir/x.png" && one_line "nodir/x.png" &&
+	! od -c "$tmp/out" | grep -q 'P   N   G'
+result $? "compare --png into a missing directory: exit 1, no PNG on stdout"
+
+run 2 "$bin" compare -p "$data/small_h200.json" -c "$data/two_1MBps.json" \
+	-o x.json && one_line "--output" && [ ! -e "$tmp/run/x.json" ]
+result $? "compare -o: a usage error"
+
+run 2 "$bin" pipe -p "$vit" -c "$cluster" --png x.png && one_line "--png"
+result $? "pipe --png: a usage error"
+
+run 2 "$bin" pipedream -j --profiles "$profiles" &&
+	python3 -c 'import json,sys; assert "error" in json.load(sys.stdin)' <"$tmp/out"
+result $? "pipedream -j: a usage error, as JSON"
+
+run 1 "$bin" pipedream --profiles "$tmp/nonexistent" && one_line nonexistent
+result $? "pipedream --profiles /nonexistent: exit 1"
+
+mkdir -p "$tmp/run/q\"x"
+run 0 "$bin" -j -p "$vit" -c "$cluster" -o 'q"x/plan.json' &&
+	python3 -c 'import json,sys; assert json.load(sys.stdin)["written"] == "q\"x/plan.json"' <"$tmp/out"
+result $? "-j -o 'q\"x/plan.json': valid JSON naming the file"
+
+# a latency of 1e308 s makes a step across devices infinite
+printf '%s\n' '{"devices": [{"name": "a", "memory_bytes": 1e12}, {"name": "b", "memory_bytes": 1e12}], "network": {"bandwidth_Bps": 1e9, "latency_s": 1e308}}' \
+	>"$tmp/slow.json"
+run 1 "$bin" -p "$vit" -c "$tmp/slow.json" --algo even -o inf.json &&
+	one_line "not a finite number" && [ ! -e "$tmp/run/inf.json" ]
+result $? "a step time of Infinity: exit 1, no plan"
+run 1 "$bin" -p "$vit" -c "$tmp/slow.json" --algo even &&
+	! grep -q Infinity "$tmp/out"
+result $? "the same plan to stdout: exit 1, no Infinity"
+run 0 "$bin" compare -j -p "$vit" -c "$tmp/slow.json" &&
+	python3 -c 'import json,sys; r = json.load(sys.stdin)["results"]; assert "error" in [x for x in r if x["algorithm"] == "even"][0]' <"$tmp/out"
+result $? "compare -j with an infinite step time: valid JSON, that row an error"
+
+# ---- 6. one meaning of a bare rate ----------------------------------------
+run 2 "$bin" -p "$vit" -c "$cluster" --replicas 2 --bandwidth 1.25e9 &&
+	one_line "needs a unit"
+result $? "--bandwidth 1.25e9 (bytes/s here once, bit/s in tc): refused, the units named"
+run 0 "$bin" -p "$vit" -c "$cluster" --replicas 2 --bandwidth 10gbit -o a.json &&
+	run 0 "$bin" -p "$vit" -c "$cluster" --replicas 2 --bandwidth 1.25gbps -o b.json &&
+	python3 -c 'import json,sys
+a, b = (json.load(open(f))["data_parallel"]["bandwidth_Bps"] for f in sys.argv[1:])
+assert a == b == 1.25e9, (a, b)' "$tmp/run/a.json" "$tmp/run/b.json"
+result $? "--bandwidth 10gbit and 1.25gbps: the same 1.25e9 B/s"
+
+echo "1..$n"
+echo "# $((n - failed)) passed, $failed failed"
+[ "$failed" -eq 0 ]
