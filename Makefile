@@ -2,11 +2,16 @@
 #
 # Mercury top-level Makefile.
 #   make            module, tc plugin and userspace tools
-#   make test       install what is missing, build, run every test (host + VM)
+#   make test       install what is missing, build, run every test (host + VM):
+#                   the whole guest suite on KVER, the core scripts on each
+#                   other installed kernel (Documentation/install.md, "Kernels")
+#   make test-kernels the whole guest suite on every installed kernel
 #   make demo       install what is missing, build, boot the VM, show Mercury vs FIFO
 #   make bench      the full emulated-training benchmark (Documentation/benchmark.md)
-#   make bench-torch real PyTorch (host ranks) through the guest's qdiscs
-#                   (Documentation/torch.md, about an hour)
+#   make bench-torch real PyTorch (host ranks) through the guest's qdiscs,
+#                   against DDP's own variants (Documentation/torch.md;
+#                   an hour with five schemes, more with all; BT_QUICK=1
+#                   for a preview of every scheme)
 #   make perf       the qdisc cost benchmark (Documentation/performance.md)
 #   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)
 #   make style      checkpatch --strict on kmod/ and tc-plugin/
@@ -19,9 +24,15 @@
 #                   readers and its frame receiver, FUZZ_RUNS (10M) each
 #                   (Documentation/safety.md; make test runs 20000 each)
 
-# The kernel we build for: the newest one whose headers are installed,
-# unless KVER is given. Never the running kernel: it may have no modules.
-KVER ?= $(shell ls -d /lib/modules/*/build 2>/dev/null | sed 's|/lib/modules/||;s|/build||' | sort -V | tail -n 1)
+# The kernel we build for and the guest boots, chosen once: KVER=K, else
+# the newest kernel with both headers and an image (scripts/kver.sh), so
+# that scripts/vm-run.sh loads the module into the kernel it was built
+# for. Never the running kernel: it may have no modules. Exported, so the
+# test and benchmark scripts boot the same one.
+ifeq ($(strip $(KVER)),)
+KVER := $(shell scripts/kver.sh)
+endif
+export KVER
 KDIR ?= /lib/modules/$(KVER)/build
 CHECKPATCH = build/linux-src/scripts/checkpatch.pl
 
@@ -35,6 +46,21 @@ module:
 	@test -d "$(KDIR)" || { echo "mercury: no kernel headers in /lib/modules (run scripts/install-deps.sh)" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 modules
 
+# The module for any installed kernel, in a directory of its own (the
+# tree's sch_mercury.ko stays KVER's): make module-kver KVER=K builds
+# build/kmod/K/sch_mercury.ko from a copy of the DKMS source files.
+# WERROR=1 turns W=1's warnings into errors, SPARSE=1 adds sparse (the
+# test builds, scripts/run-tests.sh).
+KMOD_DIR = $(CURDIR)/build/kmod/$(KVER)
+.PHONY: module-kver
+module-kver:
+	@test -d "$(KDIR)" || { echo "mercury: no headers for kernel '$(KVER)' in /lib/modules" >&2; exit 1; }
+	rm -rf $(KMOD_DIR)
+	install -d $(KMOD_DIR)
+	cp --parents $(DKMS_FILES) $(KMOD_DIR)/
+	$(MAKE) -C $(KDIR) M=$(KMOD_DIR) W=1 $(if $(WERROR),KCFLAGS=-Werror) \
+		$(if $(SPARSE),C=2 CHECK=sparse) modules
+
 tc-plugin:
 	$(MAKE) -C tc-plugin
 
@@ -46,6 +72,12 @@ deps:
 
 test: deps
 	scripts/run-tests.sh
+
+# The whole guest suite (and the package install test) on each kernel
+# with headers and an image, one kernel after the other.
+.PHONY: test-kernels
+test-kernels: deps
+	scripts/run-tests.sh kernels
 
 demo: deps
 	scripts/demo.sh
@@ -84,7 +116,7 @@ clean:
 	$(MAKE) -C selftests/fuzz clean
 	$(MAKE) -C tc-plugin clean
 	@for m in $(USERSPACE_DIRS); do $(MAKE) -C $$(dirname $$m) clean; done
-	rm -rf out
+	rm -rf out build/kmod
 
 # ---------------------------------------------------------------------------
 # Install, uninstall, DKMS and Debian packages (Documentation/install.md).
@@ -92,8 +124,9 @@ clean:
 #   make uninstall
 #   make dkms-install      register the module with DKMS, build it for every
 #                          installed kernel with headers
-#   make deb               out/deb/: mercury-dkms, mercury-tools and
-#                          mercury-modules-$(KVER) (the module prebuilt)
+#   make deb               out/deb/: mercury-dkms, mercury-tools and one
+#                          mercury-modules-K (the module prebuilt) for each
+#                          kernel K in DEB_KVERS (every kernel with headers)
 MERCURY_VERSION := $(shell cat VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -196,8 +229,10 @@ dkms-uninstall:
 	rm -rf $(DKMS_SRC)
 
 # From git HEAD; MERCURY_DEB_SRC=worktree packages the working tree.
+DEB_KVERS ?= $(shell scripts/kver.sh --headers)
 deb:
-	KVER="$(KVER)" MERCURY_DEB_SRC="$(MERCURY_DEB_SRC)" packaging/build-deb.sh $(MERCURY_VERSION)
+	DEB_KVERS="$(DEB_KVERS)" MERCURY_DEB_SRC="$(MERCURY_DEB_SRC)" \
+		packaging/build-deb.sh $(MERCURY_VERSION)
 
 # ---------------------------------------------------------------------------
 # Qdisc cost benchmark (Documentation/performance.md): the userspace core

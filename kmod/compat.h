@@ -1,14 +1,33 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Differences between the kernels sch_mercury builds against, probed by
- * feature, never by version number. Force-included by Kbuild.
+ * feature, never by version number: a test of what the headers provide,
+ * as wireguard-linux-compat does. Force-included by Kbuild, so each probe
+ * first includes the header that would provide the feature.
+ *
+ * Tested on Debian 12's 6.1 and 6.12 (Documentation/install.md). Between
+ * the two, every other kernel interface the module uses has the same
+ * declaration: Qdisc_ops and Qdisc_class_ops (reset, peek, walk with
+ * tc_qdisc_stats_dump), qdisc_drop and __qdisc_drop with a to_free list,
+ * qdisc_tree_reduce_backlog(sch, n, len), gnet_stats_basic_sync with
+ * gnet_stats_copy_basic(d, NULL, b, true), nla_parse_nested with
+ * NLA_POLICY_FULL_RANGE/MAX/MIN, kmem_cache_create with five arguments
+ * (6.12 turned it into a macro that still takes them), skb_protocol,
+ * skb_get_hash, rtnl_kfree_skbs.
  */
 #ifndef _MERCURY_COMPAT_H
 #define _MERCURY_COMPAT_H
 
 #include <linux/module.h>
+#include <net/pkt_sched.h>
 
-/* Kernels before 6.9 request "sch_<kind>", which the file name answers. */
+/*
+ * MODULE_ALIAS_NET_SCH: from 6.9 on, pkt_sched.h defines it and the
+ * kernel requests "net-sch-<kind>" when a qdisc kind is unknown; before,
+ * it requests "sch_<kind>", which the module's file name answers. Define
+ * the same alias where the header has none, so that one module answers
+ * both requests (Documentation/install.md, "Module auto-loading").
+ */
 #ifndef MODULE_ALIAS_NET_SCH
 #define MODULE_ALIAS_NET_SCH(id)	MODULE_ALIAS("net-sch-" id)
 #endif

@@ -46,11 +46,13 @@ worktree)
 esac
 cp -r "$src/packaging/debian" "$src/debian"
 
-# A third package when the headers of KVER (default: the newest installed,
-# as for "make module") are here: the module prebuilt for exactly that
-# kernel, for nodes that run it and should not need a compiler.
-kver=${KVER:-$(ls -d /lib/modules/*/build 2>/dev/null | sed 's|/lib/modules/||;s|/build||' | sort -V | tail -n 1)}
-if [ -n "$kver" ] && [ -d "/lib/modules/$kver/build" ]; then
+# One more package per kernel in DEB_KVERS (make deb: every kernel whose
+# headers are installed, scripts/kver.sh --headers): the module prebuilt
+# for exactly that kernel, for nodes that run it and should not need a
+# compiler.
+kvers=""
+for kver in ${DEB_KVERS-$("$top/scripts/kver.sh" --headers)}; do
+	[ -d "/lib/modules/$kver/build" ] || die "no headers for kernel $kver (DEB_KVERS)"
 	mod=mercury-modules-$kver
 	cat >> "$src/debian/control" <<EOF
 
@@ -66,8 +68,12 @@ Description: Mercury gradient-priority qdisc (module prebuilt for $kver)
  nodes that run that kernel and have no compiler. Everywhere else,
  install mercury-dkms.
 EOF
-	# dh_installmodules adds the depmod to postinst and postrm.
-	export MERCURY_MODULE_KVER=$kver
+	kvers="$kvers $kver"
+done
+# dh_installmodules adds the depmod to each package's postinst and postrm.
+if [ -n "$kvers" ]; then
+	export MERCURY_MODULE_KVERS="${kvers# }"
+	echo "build-deb: prebuilt modules for $MERCURY_MODULE_KVERS"
 else
 	echo "build-deb: no kernel headers, no prebuilt module package"
 fi

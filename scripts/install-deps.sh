@@ -10,6 +10,10 @@ PKGS=(
 	# build the module and the tools
 	build-essential pkg-config kmod cpio procps
 	linux-image-amd64 linux-headers-amd64
+	# the second kernel the module is tested on: Debian 12's 6.12 (also
+	# Debian 13's), image and headers beside 6.1; the meta-packages follow
+	# the archive's newest 6.12 ABI (Documentation/install.md, "Kernels")
+	linux-image-6.12-amd64 linux-headers-6.12-amd64
 	libnl-3-dev libnl-route-3-dev libnl-cli-3-dev
 	libjson-c-dev libcmocka-dev
 	iproute2
@@ -26,8 +30,9 @@ PKGS=(
 	python3-torch python3-torchvision
 	# the qdisc cost benchmark: red-black tree, kernel profiles
 	libbsd-dev linux-perf
-	# checkpatch, sparse and tc-testing (tdc) come from the kernel source
-	linux-source-6.1 sparse
+	# checkpatch, sparse and tc-testing (tdc) come from the kernel source;
+	# 6.12's is where its qdisc API can be read (kmod/compat.h's probes)
+	linux-source-6.1 linux-source-6.12 sparse
 	# the debug guest kernel (make test-debug, make soak)
 	flex bison bc libelf-dev
 )

@@ -8,9 +8,10 @@
 #   - the unit file passes systemd-analyze verify;
 #   - make deb builds the packages and dpkg-deb shows the expected
 #     contents and dependencies;
-#   - dkms builds the packaged source against the installed headers, in a
-#     private DKMS tree (the host's /var/lib/dkms is not touched), and
-#     refuses a kernel outside the declared range.
+#   - make deb builds one mercury-modules-K per kernel K with headers;
+#   - dkms builds the packaged source against each installed kernel's
+#     headers, in a private DKMS tree (the host's /var/lib/dkms is not
+#     touched), and refuses a kernel outside the declared range.
 # Prints KTAP. Usage: selftests/host_install.sh
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,11 +27,13 @@ log() { echo "# $*"; }
 work=$(mktemp -d /tmp/mercury-host-install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-# The kernel the Makefile installs for: the newest with headers.
-KVER=$(ls -d /lib/modules/*/build 2>/dev/null | sed 's|/lib/modules/||;s|/build||' | sort -V | tail -n 1)
+# The kernel the Makefile installs for (scripts/kver.sh), and every
+# kernel with headers (make deb and DKMS build for each).
+KVER=${KVER:-$(scripts/kver.sh)}
+KVERS=$(scripts/kver.sh --headers)
 TC_LIB_DIR=$(strings /usr/sbin/tc | grep -m1 -E '^/usr/lib[^ ]*/tc/?$' | sed 's|/$||')
 PYVER=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-log "kernel $KVER, tc plugins in $TC_LIB_DIR"
+log "kernel $KVER (headers of: $(echo $KVERS)), tc plugins in $TC_LIB_DIR"
 
 # layout PREFIX LIBDIR PYTHONDIR: the documented list, expanded.
 layout() {
@@ -146,7 +149,6 @@ else
 fi
 dkms_deb=$(ls out/deb/mercury-dkms_*_all.deb 2>/dev/null)
 tools_deb=$(ls out/deb/mercury-tools_*_amd64.deb 2>/dev/null)
-mod_deb=$(ls out/deb/mercury-modules-"$KVER"_*_amd64.deb 2>/dev/null)
 ver=$(cat VERSION)
 
 # deb_has DEB PATH...: dpkg-deb -c lists every PATH.
@@ -177,8 +179,17 @@ check "mercury-tools depends on exactly iproute2 (= $ipv), libjson-c, kmod" \
 	test -n "$(echo "$deps" | grep -F "iproute2 (= $ipv)" | grep libjson-c | grep kmod)"
 check "mercury-tools marks /etc/mercury/mercury.conf as a conffile" \
 	test "$(dpkg-deb --ctrl-tarfile "$tools_deb" 2>/dev/null | tar -xO ./conffiles)" = /etc/mercury/mercury.conf
-check "mercury-modules-$KVER holds the module for $KVER" deb_has "$mod_deb" \
-	/lib/modules/"$KVER"/extra/sch_mercury.ko
+for k in $KVERS; do
+	mod_deb=$(ls out/deb/mercury-modules-"$k"_*_amd64.deb 2>/dev/null)
+	if deb_has "$mod_deb" /lib/modules/"$k"/extra/sch_mercury.ko &&
+	   dpkg-deb --fsys-tarfile "$mod_deb" |
+		tar -xO ./lib/modules/"$k"/extra/sch_mercury.ko > "$work/mod-$k.ko" &&
+	   [ "$(modinfo -F vermagic "$work/mod-$k.ko" | awk '{ print $1 }')" = "$k" ]; then
+		ok "mercury-modules-$k holds the module built for $k"
+	else
+		nok "mercury-modules-$k holds the module built for $k"
+	fi
+done
 check "the packaged dkms.conf carries version $ver" \
 	test "$(dpkg-deb --fsys-tarfile "$dkms_deb" 2>/dev/null | tar -xO ./usr/src/mercury-$ver/dkms.conf | sed -n 's/^PACKAGE_VERSION=//p')" = "\"$ver\""
 
@@ -187,15 +198,21 @@ check "the packaged dkms.conf carries version $ver" \
 dk=$work/dkms
 mkdir -p "$dk/x" "$dk/tree" "$dk/inst"
 dkopt=(--dkmstree "$dk/tree" --sourcetree "$dk/x/usr/src" --installtree "$dk/inst")
-if [ -f "$dkms_deb" ] && dpkg-deb -x "$dkms_deb" "$dk/x" &&
-   dkms "${dkopt[@]}" add -m mercury -v "$ver" > "$work/dkms.log" 2>&1 &&
-   dkms "${dkopt[@]}" build -m mercury -v "$ver" -k "$KVER" >> "$work/dkms.log" 2>&1 &&
-   [ "$(modinfo -F name "$dk/tree/mercury/$ver/$KVER/x86_64/module/sch_mercury.ko" 2>/dev/null)" = sch_mercury ]; then
-	ok "dkms build of the packaged source against the $KVER headers"
-else
-	nok "dkms build of the packaged source against the $KVER headers"
-	tail -n 20 "$work/dkms.log" | sed 's/^/# /'
-fi
+dkms_added=0
+[ -f "$dkms_deb" ] && dpkg-deb -x "$dkms_deb" "$dk/x" &&
+	dkms "${dkopt[@]}" add -m mercury -v "$ver" > "$work/dkms.log" 2>&1 && dkms_added=1
+# DKMS compresses the module as the kernel's own are (6.12: sch_mercury.ko.xz).
+for k in $KVERS; do
+	if [ $dkms_added = 1 ] &&
+	   dkms "${dkopt[@]}" build -m mercury -v "$ver" -k "$k" > "$work/dkms-$k.log" 2>&1 &&
+	   ko=$(ls "$dk/tree/mercury/$ver/$k/x86_64/module/"sch_mercury.ko* 2>/dev/null | head -n 1) &&
+	   [ "$(modinfo -F vermagic "$ko" 2>/dev/null | awk '{ print $1 }')" = "$k" ]; then
+		ok "dkms build of the packaged source against the $k headers"
+	else
+		nok "dkms build of the packaged source against the $k headers"
+		tail -n 20 "$work/dkms.log" "$work/dkms-$k.log" 2>/dev/null | sed 's/^/# /'
+	fi
+done
 out=$(dkms "${dkopt[@]}" build -m mercury -v "$ver" -k 5.10.0-30-amd64 2>&1); rc=$?
 if [ $rc = 77 ] && [[ $out == *"BUILD_EXCLUSIVE directive which does not match this kernel"* ]]; then
 	ok "dkms refuses kernel 5.10 (outside 6.1+) with exit 77 and the BUILD_EXCLUSIVE message"
@@ -206,7 +223,7 @@ fi
 # The declared range itself, on version strings.
 range=$(sed -n 's/^BUILD_EXCLUSIVE_KERNEL="\(.*\)"$/\1/p' dkms.conf)
 bad=""
-for k in 6.1.0-57-amd64 6.9.7 6.10.1 6.12.0-1-amd64 6.18.44 7.0.0 10.1.0; do
+for k in 6.1.0-57-amd64 6.9.7 6.10.1 6.12.0-1-amd64 6.12.118+deb12-amd64 6.18.44 7.0.0 10.1.0; do
 	[[ $k =~ $range ]] || bad="$bad accepted:$k"
 done
 for k in 5.10.0-30-amd64 6.0.12 4.19.0 5.19.17 3.16.0; do

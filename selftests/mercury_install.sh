@@ -82,7 +82,7 @@ else ktap_fail "writable overlay over $OVL_DIRS"; ktap_finish; fi
 # host did (these removals only touch the overlay).
 rm -rf /var/lib/dkms/mercury /usr/src/mercury-* /usr/lib/x86_64-linux-gnu/tc/q_mercury.so \
 	/etc/mercury
-for f in /usr/lib/modules/"$KVER"/{extra,updates/dkms}/sch_mercury.ko; do
+for f in /usr/lib/modules/"$KVER"/{extra,updates/dkms}/sch_mercury.ko{,.xz,.zst,.gz}; do
 	[ -e "$f" ] || continue
 	rm -f "$f"
 	stale=1
@@ -115,8 +115,9 @@ rc=$?
 sed 's/^/# dpkg: /' /tmp/dpkg.log | tail -n 25
 log "dpkg -i took $(($(date +%s) - t0)) s"
 modfile=$(modinfo -k "$KVER" -F filename sch_mercury 2>/dev/null)
-if [ $rc = 0 ] && [[ $modfile == /lib/modules/$KVER/$mod_dir/sch_mercury.ko ||
-		    $modfile == /usr/lib/modules/$KVER/$mod_dir/sch_mercury.ko ]]; then
+# (DKMS compresses it as the kernel's own modules are: .ko.xz on 6.12)
+if [ $rc = 0 ] && [[ $modfile == /lib/modules/$KVER/$mod_dir/sch_mercury.ko* ||
+		    $modfile == /usr/lib/modules/$KVER/$mod_dir/sch_mercury.ko* ]]; then
 	ktap_ok "dpkg -i $(basename "$mod_deb") mercury-tools; depmod knows sch_mercury for $KVER"
 else
 	ktap_fail "dpkg -i $(basename "$mod_deb") mercury-tools; depmod knows sch_mercury for $KVER (rc $rc, module '$modfile')"
