@@ -9,6 +9,9 @@ parameters, every channel socket's TOS byte (read with getsockopt) and
 the seconds mercury.torch blocked on the network.
 kill / stall: mercury.torch with a short timeout; rank 1 dies (SIGKILL) or
 stops (SIGSTOP) in the middle of iteration 5.
+compat[:CASE,...]: the training loops of torch_compat.py (transformers, LR
+schedulers, clipping, accumulation, zero_grad modes, BatchNorm at eval, and
+the checks of distribute()), each under DDP and under mercury.torch.
 """
 import datetime
 import os
@@ -23,6 +26,8 @@ import torch.distributed as dist
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import mercury.torch  # noqa: E402
+# .grad's stand-in while a gradient is in flight
+IN_FLIGHT = getattr(mercury.torch._overlap, "_InFlight", ())
 
 ITERS = 20
 BATCH = 16
@@ -80,9 +85,10 @@ def train(rank, model, opt, wrapped, hook=None, deferred=None, waits=None):
         loss.backward()
         if deferred is not None:
             # backward() returned without waiting: every gradient is
-            # still ours (in flight or reduced), none stepped yet.
+            # still ours (in flight or reduced), none stepped yet, and
+            # .grad holds the stand-in that waits for it if read.
             deferred.append((len(opt.mercury.pending),
-                             sum(p.grad is not None
+                             sum(isinstance(p.grad, IN_FLIGHT)
                                  for p in model.parameters())))
         opt.step()
         losses.append(loss.item())
@@ -173,6 +179,11 @@ def main():
                             timeout=datetime.timedelta(seconds=60))
     if scenario == "train":
         run_train(rank, world, out)
+        dist.destroy_process_group()
+    elif scenario.split(":")[0] == "compat":
+        import torch_compat
+        cases = scenario.split(":")[1].split(",") if ":" in scenario else None
+        torch_compat.run(rank, world, out, cases)
         dist.destroy_process_group()
     else:
         run_fault(rank, world, out, scenario)

@@ -7,24 +7,35 @@ are done, so every gradient has crossed the wire before the next forward
 starts. Here, instead:
 
 1. backward: as each parameter's gradient is accumulated (a hook on its
-   AccumulateGrad node), it is taken out of .grad, divided by the world
-   size and all-reduced asynchronously on the channel (gloo group) of its
-   priority; backward() does not wait.
-2. optimizer.step(): marks the step as requested and steps the parameters
-   whose all-reduce has already finished; the rest stay pending.
-3. next forward: each module's forward pre-hook waits for its own pending
+   AccumulateGrad node), it is divided by the world size and all-reduced
+   asynchronously, in place, on the channel (gloo group) of its priority;
+   backward() does not wait. Meanwhile .grad holds a stand-in (_InFlight):
+   any use of it (clip_grad_norm_, logging) waits for that all-reduce and
+   then works on the reduced gradient; zero_grad() after step() is
+   remembered and applied once the deferred step has run.
+2. optimizer.step(): fixes the hyperparameters of this step (a copy of
+   each param_group's values), steps the parameters whose all-reduce has
+   already finished and those with a gradient that no all-reduce touches
+   (unused in this backward, as DDP leaves them); the rest stay pending.
+3. next forward: the forward starts by stepping the pending parameters
+   that some code reads outside their own module's forward (measured on
+   the first forward: tied weights, MultiheadAttention's out_proj, ...);
+   each module's forward pre-hook then waits for its own pending
    parameters only, and steps them; the forward ends by settling whatever
    its modules did not claim. So the first layers' gradients, which the
    qdisc sends first, let the next forward start while later layers' are
    still on the wire.
 
 The step of a subset of parameters is the optimizer's own step() with its
-param_groups narrowed to that subset (state stays in optimizer.state), so
-any per-parameter optimizer (SGD, Adam, AdamW, RMSprop, ...) gives the
-same result as a whole-model step, and LR schedulers keep working. One
-backward per step: gradient accumulation is refused with a clear error.
+param_groups narrowed to that subset and set to the hyperparameters of
+the step() call it belongs to (state stays in optimizer.state), so any
+per-parameter optimizer (SGD, Adam, AdamW, RMSprop, ...) and any LR
+schedule give the result of a whole-model step.
 """
+import contextlib
 import datetime
+import json
+import math
 import time
 
 import torch
@@ -45,15 +56,126 @@ def _owners(model):
     return out
 
 
+def _owner_modules(model):
+    """{id(param): [id(module) of each distinct module owning it]}."""
+    out = {}
+    for m in model.modules():
+        for p in m._parameters.values():
+            if p is not None and id(m) not in out.setdefault(id(p), []):
+                out[id(p)].append(id(m))
+    return out
+
+
+def _copy_value(v):
+    # A scheduler may update a tensor-valued hyperparameter in place.
+    return v.clone() if isinstance(v, torch.Tensor) else v
+
+
+# Uses of an in-flight gradient that read no value: answered at once,
+# from the buffer the all-reduce writes into (its metadata is final).
+_METADATA = frozenset(("requires_grad_", "detach_", "size", "dim", "stride",
+                       "numel", "nelement", "ndimension", "element_size",
+                       "is_contiguous", "is_floating_point", "is_complex",
+                       "__len__", "get_device"))
+
+
+class _Pending:
+    """One parameter's gradient between backward and its step."""
+
+    __slots__ = ("p", "g", "work", "ch", "ph", "use", "zeroed")
+
+    def __init__(self, p, g, work, ch, ph):
+        self.p = p              # the parameter
+        self.g = g              # its gradient, all-reduced in place
+        self.work = work        # the all-reduce
+        self.ch = ch            # its channel
+        self.ph = ph            # the _InFlight in p.grad meanwhile
+        self.use = None         # the gradient step() will apply
+        self.zeroed = False     # zero_grad() came after step()
+
+
+class _InFlight(torch.Tensor):
+    """What p.grad holds while p's gradient is being all-reduced: a NaN
+    (stride 0, so no memory) that is never read through torch, since every
+    torch function on it is answered here."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        found = []
+        _find_in_flight(args, found)
+        _find_in_flight(kwargs.values(), found)
+        name = getattr(func, "__name__", "")
+        if name == "__get__":
+            prop = getattr(getattr(func, "__self__", None), "__name__", "")
+            wait = prop == "data"
+        else:
+            wait = name not in _METADATA
+        sub = {}
+        if name in ("zero_", "_foreach_zero_"):
+            # zero_grad() after step(): the step must still see the
+            # gradient; the zeroing is applied once it has run.
+            for ph in found:
+                e = ph._mercury_entry
+                if e.ph is ph and ph._mercury_engine.zero_after_step(e):
+                    sub[id(ph)] = None
+            if name == "zero_" and sub:
+                return args[0]
+        for ph in found:
+            if id(ph) not in sub:
+                sub[id(ph)] = ph._mercury_engine.materialize(
+                    ph._mercury_entry, wait)
+        args = _replace(args, sub)
+        kwargs = {k: _replace(v, sub) for k, v in kwargs.items()}
+        if name == "_foreach_zero_":
+            rest = [t for t in args[0] if t is not None]
+            return func(rest) if rest else None
+        return func(*args, **kwargs)
+
+
+def _find_in_flight(objs, out):
+    for a in objs:
+        if isinstance(a, _InFlight):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            _find_in_flight(a, out)
+
+
+def _replace(a, sub):
+    if isinstance(a, _InFlight):
+        return sub[id(a)]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_replace(x, sub) for x in a)
+    return a
+
+
+_nan = {}
+
+
+def _in_flight(engine, entry):
+    key = (entry.g.dtype, entry.g.device)
+    if key not in _nan:
+        _nan[key] = torch.full((), math.nan, dtype=key[0], device=key[1])
+    ph = _nan[key].expand(entry.g.shape).as_subclass(_InFlight)
+    ph._mercury_entry = entry
+    ph._mercury_engine = engine
+    return ph
+
+
 class _Engine:
-    def __init__(self, opt, model, plan, channels, tag_source, shift, mask,
-                 timeout, broadcast_buffers):
+    def __init__(self, opt, base, model, plan, channels, tag_source, shift,
+                 mask, timeout, broadcast_buffers):
         if not isinstance(model, torch.nn.Module):
             raise MercuryTorchError("model must be a torch.nn.Module")
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
             raise MercuryTorchError("pass the model itself, not a "
                                     "DistributedDataParallel around it")
+        if not dist.is_initialized():
+            raise MercuryTorchError("torch.distributed is not initialised: "
+                                    "call torch.distributed."
+                                    "init_process_group first")
         self.opt = opt
+        self.base = base        # the user's optimizer class
         self.model = model
         self.timeout = float(timeout)
         self.td = datetime.timedelta(seconds=self.timeout)
@@ -73,24 +195,42 @@ class _Engine:
             raise MercuryTorchError("the optimizer holds a tensor that is "
                                     "not a parameter of the model")
         self.owners = _owners(model)
-
-        self.channels, self.tagger = open_channels(
-            channels, tag_source=tag_source or "dscp", shift=shift,
-            mask=mask, timeout=self.timeout, from_env=tag_source is None)
-        self.store = dist.distributed_c10d._get_default_store()
-        self.beat_key = "mercury.torch/beat/%d/" % self.channels[0].serial
-        self._sync_start()
+        self.owner_mods = _owner_modules(model)
 
         self.chan = {}          # id(param) -> channel tag (1..K)
         if plan is not None:
             names = [n for n, _ in self.params]
-            by_name = _priorities.from_plan(names, plan, len(self.channels))
+            by_name = _priorities.from_plan(names, plan, channels)
             self.chan = {id(p): by_name[n] for n, p in self.params}
+        self.store = dist.distributed_c10d._get_default_store()
+        # Before any collective: gloo aborts the process on a size
+        # mismatch, and different channel counts would pair unrelated
+        # groups.
+        self._check_peers({
+            "channels": channels, "tag_source": tag_source, "shift": shift,
+            "mask": mask, "broadcast_buffers": bool(broadcast_buffers),
+            "plan": (None if plan is None else
+                     [self.chan[id(p)] for _, p in self.params])})
+
+        self.channels, self.tagger = open_channels(
+            channels, tag_source=tag_source or "dscp", shift=shift,
+            mask=mask, timeout=self.timeout, from_env=tag_source is None)
+        self.beat_key = "mercury.torch/beat/%d/" % self.channels[0].serial
+        self._sync_start()
+
         self.measuring = not self.chan
         self.calls = {}         # module name -> first forward call index
-        self.pending = {}       # id(param) -> [param, grad, work, channel]
+        self.pending = {}       # id(param) -> _Pending
         self.step_requested = False
+        self.hyper = {}         # id(param_group) -> its values at step()
+        self.sync = True        # False inside no_sync()
+        self.sync_buffers = True    # broadcast them before next forward
         self.iteration = 0
+        # Parameters stepped at the start of a forward rather than by
+        # their module's pre-hook (None: not measured yet, all of them).
+        self.eager = None
+        self.observing = False
+        self.obs = None
         # Seconds the training loop spent blocked on all-reduces (forward
         # pre-hooks, synchronize(), buffer broadcasts): the part of an
         # iteration the network did not hide behind compute.
@@ -101,6 +241,39 @@ class _Engine:
         self._install()
 
     # ---- set-up ---------------------------------------------------------
+
+    def _check_peers(self, options):
+        """Every rank's model and options must equal rank 0's (through the
+        store, which cannot abort a process)."""
+        desc = {"options": options,
+                "params": [[n, list(p.shape), str(p.dtype)]
+                           for n, p in self.params],
+                "buffers": [[n, list(b.shape), str(b.dtype)]
+                            for n, b in self.model.named_buffers()]}
+        _check_serial[0] += 1
+        prefix = "mercury.torch/check/%d/" % _check_serial[0]
+        self.store.set(prefix + str(self.rank), json.dumps(desc))
+        keys = [prefix + str(r) for r in range(self.world)]
+        try:
+            self.store.wait(keys, self.td)
+        except RuntimeError:
+            missing = []
+            for r in range(self.world):
+                try:
+                    self.store.wait([keys[r]],
+                                    datetime.timedelta(milliseconds=10))
+                except RuntimeError:
+                    missing.append(r)
+            raise MercuryTorchError(
+                "mercury.torch: rank %d: rank %s did not call distribute() "
+                "within %.0f s" % (self.rank, ", ".join(map(str, missing)),
+                                   self.timeout)) from None
+        descs = [json.loads(self.store.get(k)) for k in keys]
+        for r in range(1, self.world):
+            why = _difference(descs[0], descs[r], r)
+            if why:
+                raise MercuryTorchError("mercury.torch: rank %d: %s"
+                                        % (self.rank, why))
 
     def _sync_start(self):
         # The same start on every rank, as DDP does: rank 0's parameters
@@ -115,13 +288,20 @@ class _Engine:
     def _install(self):
         m = self.model
         self.handles.append(m.register_forward_pre_hook(self._root_pre))
+        self.owner_list = []
         for mname, mod in m.named_modules():
             own = [p for p in mod._parameters.values()
                    if p is not None and id(p) in self.names]
             if own:
+                self.owner_list.append(mod)
                 self.handles.append(mod.register_forward_pre_hook(
                     self._module_pre(mname, own)))
         self.handles.append(m.register_forward_hook(self._root_post))
+        # Called once state_dict() holds its tensors (aliases of the
+        # parameters): finishing the step updates them. The hook's
+        # registration is private but the same in torch 1.13 and 2.x.
+        self.handles.append(m._register_state_dict_hook(
+            self._state_dict_hook))
         for _, p in self.params:
             # The AccumulateGrad node of p: its hook runs once p.grad holds
             # this backward's whole gradient (all uses of a tied tensor).
@@ -129,10 +309,70 @@ class _Engine:
             self.handles.append(acc.register_hook(self._grad_hook(p)))
             self.accs.append(acc)
 
+    # ---- which parameters a module's pre-hook may step --------------------
+    #
+    # A pre-hook steps its module's parameters in place before the module
+    # runs. That is right only if nothing read them earlier in the forward:
+    # a read of the old value would be stale, and autograd would find the
+    # tensor it saved modified ("modified by an inplace operation"). The
+    # first forward with autograd on is observed: a parameter is left to
+    # its module's pre-hook only if it has one owning module, that module
+    # ran, and no operation saved the parameter (or a view of it) for
+    # backward while the owner was not running. Everything else
+    # (tied weights, MultiheadAttention's out_proj whose forward never
+    # runs, F.linear(x, self.other.weight)) is stepped when the forward
+    # starts.
+
+    def _observe_start(self):
+        self.observing = True
+        self.obs = {"active": {}, "ran": set(), "outside": set(),
+                    "hooks": [mod.register_forward_hook(self._observe_post)
+                              for mod in self.owner_list],
+                    "saved": torch.autograd.graph.saved_tensors_hooks(
+                        self._observe_pack, lambda t: t)}
+        self.obs["saved"].__enter__()
+
+    def _observe_stop(self, complete):
+        self.observing = False
+        obs, self.obs = self.obs, None
+        obs["saved"].__exit__(None, None, None)
+        for h in obs["hooks"]:
+            h.remove()
+        if not complete:
+            return
+        self.eager = set()
+        for _, p in self.params:
+            mods = self.owner_mods[id(p)]
+            if (len(mods) != 1 or mods[0] not in obs["ran"]
+                    or id(p) in obs["outside"]):
+                self.eager.add(id(p))
+
+    def _observe_post(self, module, args, out):
+        if self.observing:
+            self.obs["active"][id(module)] -= 1
+
+    def _observe_pack(self, t):
+        if self.observing:
+            base = t._base if t._base is not None else t
+            mods = self.owner_mods.get(id(base))
+            if mods is not None and id(base) in self.names and not any(
+                    self.obs["active"].get(m) for m in mods):
+                self.obs["outside"].add(id(base))
+        return t
+
+    def eager_parameters(self):
+        """Names of the parameters stepped at the start of each forward
+        (None before the first forward with autograd on)."""
+        if self.eager is None:
+            return None
+        return [n for n, p in self.params if id(p) in self.eager]
+
     # ---- hooks ------------------------------------------------------------
 
     def _root_pre(self, module, args):
         self._check_failed()
+        if self.observing:
+            self._observe_stop(False)   # that forward raised
         self.iteration += 1
         try:
             self.store.set(self.beat_key + str(self.rank),
@@ -141,8 +381,10 @@ class _Engine:
             self._fail(PeerError("mercury.torch: rank %d: the rendezvous "
                                  "store is unreachable (its host died?): %s"
                                  % (self.rank, e)))
-        if (self.broadcast_buffers and self.world > 1 and module.training
-                and torch.is_grad_enabled()):
+        # As DDP: rank 0's buffers before a forward that follows one with
+        # autograd on outside no_sync() (so an evaluation after training
+        # sees rank 0's BatchNorm statistics on every rank).
+        if self.broadcast_buffers and self.world > 1 and self.sync_buffers:
             bufs = list(module.buffers())
             if bufs:
                 with torch.no_grad():
@@ -151,18 +393,43 @@ class _Engine:
                             b, 0, group=self.channels[0].group,
                             async_op=True), self.channels[0],
                             "buffer broadcast")
+        grad = torch.is_grad_enabled()
+        self.sync_buffers = grad and self.sync
+        if self.pending:
+            if not grad or self.eager is None:
+                # Without autograd a module may read its children's
+                # parameters without calling them (the fast paths of
+                # nn.TransformerEncoderLayer and MultiheadAttention).
+                self.settle_all()
+            else:
+                early = [e for pid, e in self.pending.items()
+                         if pid in self.eager]
+                if early:
+                    self._settle(early, block=True)
+        if self.eager is None and grad:
+            self._observe_start()
 
     def _module_pre(self, mname, own):
         def hook(module, args):
             if self.measuring and mname not in self.calls:
                 self.calls[mname] = len(self.calls)
+            if self.observing:
+                act = self.obs["active"]
+                act[id(module)] = act.get(id(module), 0) + 1
+                self.obs["ran"].add(id(module))
             mine = [self.pending[id(p)] for p in own
                     if id(p) in self.pending]
             if mine:
                 self._settle(mine, block=True)
         return hook
 
+    def _state_dict_hook(self, module, state_dict, prefix, metadata):
+        if self.step_requested:
+            self.settle_all()
+
     def _root_post(self, module, args, out):
+        if self.observing:
+            self._observe_stop(True)
         if self.measuring:
             self._assign_from_forward()
         self.settle_all()
@@ -180,13 +447,15 @@ class _Engine:
 
     def _grad_hook(self, p):
         def hook(*unused):
+            if not self.sync:
+                return      # no_sync(): p.grad accumulates locally
             pid = id(p)
             if pid in self.pending:
                 raise MercuryTorchError(
                     "mercury.torch: the gradient of %r became ready twice "
-                    "without optimizer.step() in between: call step() "
-                    "after every backward (gradient accumulation is not "
-                    "supported)" % self.names[pid])
+                    "without optimizer.step() in between: accumulate "
+                    "micro-batches inside optimizer.no_sync()"
+                    % self.names[pid])
             if not self.chan:
                 raise MercuryTorchError("mercury.torch: backward before "
                                         "any forward of the model")
@@ -197,15 +466,17 @@ class _Engine:
                 raise MercuryTorchError("mercury.torch: sparse gradient of "
                                         "%r is not supported"
                                         % self.names[pid])
-            # Ours from now on: zero_grad() or the next backward must not
-            # touch what the all-reduce is writing into.
-            p.grad = None
             if not g.is_contiguous():
                 g = g.contiguous()
             g.div_(self.world)
             ch = self.channels[self.chan[pid] - 1]
             work = dist.all_reduce(g, group=ch.group, async_op=True)
-            self.pending[pid] = [p, g, work, ch]
+            e = _Pending(p, g, work, ch, None)
+            e.ph = _in_flight(self, e)
+            # zero_grad() or the next backward must not touch what the
+            # all-reduce is writing into.
+            p.grad = e.ph
+            self.pending[pid] = e
         return hook
 
     # ---- waiting and stepping ---------------------------------------------
@@ -268,52 +539,117 @@ class _Engine:
         self._check_failed()
         done = []
         for e in entries:
-            p, g, work, ch = e
-            if not block and not work.is_completed():
+            if not block and not e.work.is_completed():
                 continue
-            self._wait(work, ch, "all-reduce of %r" % self.names[id(p)])
+            self._wait(e.work, e.ch, "all-reduce of %r"
+                       % self.names[id(e.p)])
             done.append(e)
         if not done or not self.step_requested:
             return
-        for p, g, _, _ in done:
-            p.grad = g
-        self._base_step([p for p, _, _, _ in done])
-        for p, _, _, _ in done:
-            p.grad = None
-            del self.pending[id(p)]
+        before = [e.p.grad for e in done]
+        for e in done:
+            e.p.grad = e.use
+        try:
+            self._base_step([e.p for e in done if e.use is not None])
+        finally:
+            # .grad as DDP leaves it after step(), or as the zero_grad()
+            # that came after step() made it.
+            for e, cur in zip(done, before):
+                if cur is e.ph:
+                    cur = e.g.zero_() if e.zeroed else e.g
+                e.p.grad = cur
+                e.use = None
+                del self.pending[id(e.p)]
         if not self.pending:
             self.step_requested = False
 
     def _base_step(self, params):
+        """The user's optimizer's step() on params only, with the
+        hyperparameters of the step() call they belong to."""
+        if not params:
+            return
         ids = {id(p) for p in params}
         saved = self.opt.param_groups
         pairs = []
         for group in saved:
             ps = [p for p in group["params"] if id(p) in ids]
             if ps:
-                pairs.append((group, dict(group, params=ps)))
-        self.opt.param_groups = [sub for _, sub in pairs]
+                hyper = self.hyper.get(id(group))
+                if hyper is None:
+                    hyper = {k: v for k, v in group.items() if k != "params"}
+                pairs.append((group, hyper, dict(hyper, params=ps)))
+        self.opt.param_groups = [sub for _, _, sub in pairs]
         try:
-            self.opt._mercury_base.step(self.opt)
+            self.base.step(self.opt)
         finally:
             self.opt.param_groups = saved
-            for group, sub in pairs:
+            # What the step itself wrote into its group (not a value a
+            # scheduler has changed since step() was called).
+            for group, hyper, sub in pairs:
                 for k, v in sub.items():
-                    if k != "params":
+                    if k != "params" and (k not in hyper or
+                                          v is not hyper[k]):
                         group[k] = v
 
     def settle_all(self):
         if self.pending:
             self._settle(list(self.pending.values()), block=True)
 
+    def materialize(self, e, wait):
+        """The tensor to use for the in-flight gradient e (see _InFlight):
+        with wait, its reduced values (stepping it first if step() asked
+        for it, as DDP would have)."""
+        if not wait or self.pending.get(id(e.p)) is not e:
+            return e.g
+        if self.step_requested:
+            self._settle([e], block=True)
+        else:
+            self._wait(e.work, e.ch, "all-reduce of %r"
+                       % self.names[id(e.p)])
+            if e.p.grad is e.ph:
+                e.p.grad = e.g
+        return e.g
+
+    def zero_after_step(self, e):
+        """zero_grad(set_to_none=False) met e's stand-in: after step(),
+        remember it (True); before, it zeroes the reduced gradient."""
+        if not self.step_requested or self.pending.get(id(e.p)) is not e:
+            return False
+        e.zeroed = True
+        return True
+
     # ---- what the optimizer calls -----------------------------------------
 
     def step(self):
         self._check_failed()
-        if not self.pending:
-            return      # nothing was reduced: e.g. step() without backward
-        self.step_requested = True
-        self._settle(list(self.pending.values()), block=False)
+        if not self.sync:
+            raise MercuryTorchError("mercury.torch: step() inside "
+                                    "no_sync(): leave it first")
+        self.hyper = {id(g): {k: _copy_value(v) for k, v in g.items()
+                              if k != "params"}
+                      for g in self.opt.param_groups}
+        for e in self.pending.values():
+            cur = e.p.grad
+            e.use = e.g if cur is e.ph else cur
+        # Gradients no all-reduce touched (parameters unused in this
+        # backward, with the zeros zero_grad(set_to_none=False) left):
+        # DDP steps them as they are.
+        extra = [p for g in self.opt.param_groups for p in g["params"]
+                 if id(p) not in self.pending and p.grad is not None]
+        self._base_step(extra)
+        if self.pending:
+            self.step_requested = True
+            self._settle(list(self.pending.values()), block=False)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        if self.pending:
+            self.settle_all()
+        old, self.sync = self.sync, False
+        try:
+            yield
+        finally:
+            self.sync = old
 
     def synchronize(self):
         """Finish every pending all-reduce and step (end of training,
@@ -327,6 +663,8 @@ class _Engine:
         """Remove the hooks and close the channels (collective)."""
         if not self.channels:
             return
+        if self.observing:
+            self._observe_stop(False)
         for h in self.handles:
             h.remove()
         self.handles = []
@@ -354,15 +692,86 @@ class _Engine:
         return {self.names[pid]: t for pid, t in self.chan.items()}
 
 
+_check_serial = [0]
+
+_OPTION_TEXT = {"channels": "channels", "tag_source": "tag_source",
+                "shift": "shift", "mask": "mask",
+                "broadcast_buffers": "broadcast_buffers",
+                "plan": "the plan's channel assignment"}
+
+
+def _difference(a, b, r):
+    """How rank r's description b differs from rank 0's a, or None."""
+    for k, v in a["options"].items():
+        if b["options"].get(k) != v:
+            return ("distribute() options differ: %s is %r on rank 0, %r "
+                    "on rank %d" % (_OPTION_TEXT.get(k, k), v,
+                                    b["options"].get(k), r))
+    for kind in ("params", "buffers"):
+        x, y = a[kind], b[kind]
+        what = "parameter" if kind == "params" else "buffer"
+        for i, (s, t) in enumerate(zip(x, y)):
+            if s[0] != t[0]:
+                return ("the model differs between ranks: %s %d is %r on "
+                        "rank 0, %r on rank %d" % (what, i, s[0], t[0], r))
+            if s != t:
+                return ("the model differs between ranks: %s %r is %s %s "
+                        "on rank 0, %s %s on rank %d"
+                        % (what, s[0], s[2], s[1], t[2], t[1], r))
+        if len(x) != len(y):
+            extra = (y if len(y) > len(x) else x)[min(len(x), len(y))][0]
+            return ("the model differs between ranks: %d %ss on rank 0, "
+                    "%d on rank %d (first unmatched: %r)"
+                    % (len(x), what, len(y), r, extra))
+    return None
+
+
+def _route_step(optimizer):
+    """A scheduler created before distribute() has put its own step on the
+    instance, a wrapper (functools.wraps) around the class's step that it
+    calls on the optimizer: point that wrapper at mercury's step."""
+    inst = optimizer.__dict__.get("step")
+    if inst is None:
+        return None
+    inner = getattr(inst, "__wrapped__", None)
+    cells = []
+    for c in getattr(inst, "__closure__", None) or ():
+        try:
+            if inner is not None and c.cell_contents is inner:
+                cells.append(c)
+        except ValueError:
+            pass        # an empty cell
+    if not cells:
+        raise MercuryTorchError(
+            "mercury.torch: optimizer.step has been replaced (by %r) and "
+            "cannot be routed to mercury.torch's step; create LR "
+            "schedulers and other step wrappers after distribute()"
+            % (inst,))
+    return cells
+
+
 class _MercuryOptimizer:
-    """Mixed in front of the user's optimizer class: the returned object
-    is still an instance of it (schedulers, state_dict() work)."""
+    """Put in front of the user's optimizer class, on the user's own
+    optimizer object: schedulers created before or after distribute(),
+    state_dict() and isinstance() keep working."""
 
     def step(self, closure=None):
         if closure is not None:
             raise MercuryTorchError("mercury.torch: step(closure) is not "
                                     "supported (the step is deferred)")
         self._mercury.step()
+
+    def no_sync(self):
+        """Context for gradient accumulation: backward() inside it
+        accumulates gradients locally; the first backward after it
+        all-reduces the sum, as DistributedDataParallel.no_sync()."""
+        return self._mercury.no_sync()
+
+    def state_dict(self):
+        # Not the state before a step still pending.
+        if self._mercury.step_requested:
+            self._mercury.settle_all()
+        return super().state_dict()
 
     def synchronize(self):
         self._mercury.synchronize()
@@ -375,35 +784,45 @@ class _MercuryOptimizer:
         return self._mercury
 
 
+_classes = {}
+
+
 def DistributedOptimizer(optimizer, model, plan=None, channels=8,
                          tag_source=None, shift=0, mask=0, timeout=120.0,
                          broadcast_buffers=True):
-    """Wrap optimizer for data-parallel training of model over Mercury.
+    """Make optimizer (in place; it is also returned) step model's
+    parameters data-parallel over Mercury.
 
-    Collective: every rank calls it after init_process_group("gloo").
-    plan: a mercury.Plan, {name: tag}, or a plan/profile JSON path; None
-    measures the forward order on the first iteration. channels: number of
-    gloo groups (priority classes), tagged 1..channels. tag_source: "dscp"
-    (default; also MERCURY_TAG_SOURCE), "priority" or "mark", with the
-    qdisc's shift and mask. timeout: seconds a wait may take before the
-    job ends with a PeerError naming the peer.
+    Collective: every rank calls it after init_process_group("gloo"), with
+    the same model shapes and options (checked: an error names the rank
+    and what differs). plan: a mercury.Plan, {name: tag}, or a plan/profile
+    JSON path; None measures the forward order on the first iteration.
+    channels: number of gloo groups (priority classes), tagged
+    1..channels. tag_source: "dscp" (default; also MERCURY_TAG_SOURCE),
+    "priority" or "mark", with the qdisc's shift and mask. timeout: seconds
+    a wait may take before the job ends with a PeerError naming the peer.
     """
-    base = type(optimizer)
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise MercuryTorchError("optimizer must be a torch.optim.Optimizer")
     if isinstance(optimizer, _MercuryOptimizer):
         raise MercuryTorchError("optimizer is already distributed")
-    cls = type("Mercury" + base.__name__, (_MercuryOptimizer, base), {})
-    new = cls.__new__(cls)
-    new.__dict__.update(optimizer.__dict__)
-    new._mercury_base = base
-    new._mercury = _Engine(new, model, plan, channels, tag_source, shift,
-                           mask, timeout, broadcast_buffers)
-    return new
+    base = type(optimizer)
+    cells = _route_step(optimizer)
+    engine = _Engine(optimizer, base, model, plan, channels, tag_source,
+                     shift, mask, timeout, broadcast_buffers)
+    cls = _classes.get(base)
+    if cls is None:
+        cls = _classes[base] = type("Mercury" + base.__name__,
+                                    (_MercuryOptimizer, base), {})
+    optimizer.__class__ = cls
+    optimizer._mercury = engine
+    for c in cells or ():
+        c.cell_contents = _MercuryOptimizer.step
+    return optimizer
 
 
 def distribute(model, optimizer, **kw):
     """model, optimizer = mercury.torch.distribute(model, optimizer): the
-    model keeps its name and its hooks; the optimizer is wrapped (see
-    DistributedOptimizer for the options)."""
+    model keeps its name and its hooks; the optimizer is made to step
+    through mercury.torch (see DistributedOptimizer for the options)."""
     return model, DistributedOptimizer(optimizer, model, **kw)
