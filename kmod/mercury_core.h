@@ -141,6 +141,18 @@ static inline void mercury_core_init(struct mercury_core *c)
 	c->keep_spares = 1;
 }
 
+/* A new configured DRR quantum. drr_quantum must stay at least every
+ * queued packet's length (mercury_select), or peek and dequeue could pick
+ * different flows: it rises at once, and comes down only when the queue
+ * is empty (mercury_flow_requeue).
+ */
+static inline void mercury_set_quantum(struct mercury_core *c, u32 quantum)
+{
+	c->quantum = quantum;
+	if (!c->nflows || quantum > c->drr_quantum)
+		c->drr_quantum = quantum;
+}
+
 /* ---- the level bitmap ------------------------------------------------ */
 
 static inline void mercury_bit_set(struct mercury_core *c, u32 rank)
@@ -490,7 +502,11 @@ static inline void mercury_flow_requeue(struct mercury_core *c,
 	if (!f->qlen) {
 		mercury_flow_detach(c, f);
 		rb_erase(&f->hnode, &c->t.buckets[f->bucket]);
-		c->nflows--;
+		/* an empty queue is the one moment drr_quantum may come back
+		 * down to the configured quantum (mercury_select)
+		 */
+		if (!--c->nflows)
+			c->drr_quantum = c->quantum;
 		mercury_flow_put(c, f);
 		return;
 	}
@@ -563,11 +579,40 @@ static inline bool mercury_both_wait(const struct mercury_core *c)
 	return u && c->stat_levels > 1;
 }
 
+/* After a packet left: a debt stays, a credit only while both wait. */
+static inline void mercury_share_settle(struct mercury_core *c)
+{
+	if (c->share_credit > 0 && !mercury_both_wait(c))
+		c->share_credit = 0;
+}
+
+/* The untagged share is a token bucket one packet deep, counted in
+ * share_credit (bytes x 100): while tagged packets wait, serving the
+ * untagged class costs (100 - share) per byte and serving tagged packets
+ * earns share per byte, also while the untagged class is empty; the
+ * untagged class is served when the credit is not negative. So over any
+ * time during which tagged packets wait, the untagged class gets at most
+ * its share of the bytes plus one packet, however its packets arrive (a
+ * source that never has two packets queued included), and at least its
+ * share when it is backlogged. The credit never stays positive while
+ * either class is empty: a class cannot bank service for later.
+ */
+static inline void mercury_share_charge(struct mercury_core *c, bool both,
+					bool untagged, u32 len)
+{
+	if (!untagged)
+		c->share_credit += (s64)len * c->share;
+	else if (both)
+		c->share_credit -= (s64)len * (100 - c->share);
+	mercury_share_settle(c);
+}
+
 /* The rank the next packet comes from, or MERCURY_NO_RANK; no side
  * effects, so peek and dequeue agree. With a share, while both the
  * untagged class and tagged traffic wait, the untagged class is served
  * exactly when its credit is not negative, whether it is placed first or
- * last: it gets the share of the bytes, no more (first) and no less (last).
+ * last (mercury_share_charge): it gets the share of the bytes, no more
+ * (first) and no less (last).
  */
 static inline u32 mercury_next_rank(const struct mercury_core *c)
 {
@@ -633,15 +678,8 @@ static __always_inline struct sk_buff *mercury_pick(struct mercury_core *c,
 		rb_erase_cached(&f->tnode, &c->tails);
 	mercury_flow_requeue(c, f);
 	mercury_account_out(c, skb);
-	if (both) {
-		if (rank == c->urank)
-			c->share_credit -= (s64)len * (100 - c->share);
-		else
-			c->share_credit += (s64)len * c->share;
-	}
-	/* the credit counts only while both wait: it cannot bank a burst */
-	if (c->share && !mercury_both_wait(c))
-		c->share_credit = 0;
+	if (c->share)
+		mercury_share_charge(c, both, rank == c->urank, len);
 	return skb;
 }
 
@@ -671,9 +709,41 @@ static inline struct sk_buff *mercury_victim(struct mercury_core *c, s64 rank)
 	mercury_flow_requeue(c, f);
 	mercury_account_out(c, skb);
 	c->t.levels[mercury_rank_of(skb)].drops++;
-	if (c->share && !mercury_both_wait(c))
-		c->share_credit = 0;
+	mercury_share_settle(c);
 	return skb;
+}
+
+/* Would mercury_victim(c, @rank), called until it has freed @pkts packets
+ * and @bytes of truesize, get there? Nothing changes. mercury_victim takes
+ * a flow's newest packet while some flow's newest is less urgent than
+ * @rank, so it can take exactly the newest packets of each flow that are
+ * all less urgent than @rank; their order does not matter here. Looks at
+ * no more packets than it counts, and at flows by their newest packet,
+ * least urgent first.
+ */
+static inline bool mercury_can_evict(const struct mercury_core *c, s64 rank,
+				     u32 pkts, u64 bytes)
+{
+	struct rb_node *n, *p;
+	struct mercury_flow *f;
+	struct sk_buff *skb;
+
+	for (n = rb_first_cached(&c->tails); n; n = rb_next(n)) {
+		f = rb_entry(n, struct mercury_flow, tnode);
+		for (p = &f->tail->rbnode; p; p = rb_prev(p)) {
+			skb = mercury_skb(p);
+			if (mercury_rank_of(skb) <= rank)
+				break;
+			pkts -= pkts ? 1 : 0;
+			bytes -= min_t(u64, bytes, skb->truesize);
+			if (!pkts && !bytes)
+				return true;
+		}
+		/* the next flows' newest packets are as urgent or more */
+		if (p == &f->tail->rbnode)
+			break;
+	}
+	return !pkts && !bytes;
 }
 
 #endif /* _MERCURY_CORE_H */

@@ -29,13 +29,17 @@
  *    when it would itself be that packet. So a packet with others of its
  *    flow behind it is never dropped, with flow_order off the victim is
  *    the least urgent packet queued (the newest among equals), and a more
- *    urgent packet is never dropped to admit a less urgent one. A packet
- *    larger than memory_limit by itself is dropped on arrival, and
- *    nothing else.
+ *    urgent packet is never dropped to admit a less urgent one. Packets
+ *    are evicted only if that makes room for the arrival; otherwise the
+ *    arrival alone is dropped (a packet larger than memory_limit by
+ *    itself, too). Evicting from the arrival's own flow returns
+ *    NET_XMIT_CN.
  *  - Untagged share: while untagged and tagged packets both wait, the
  *    untagged class gets untagged_share percent of the bytes (at least,
  *    when it is last; at most, when it is first, MERCURY_FIRST_SHARE by
- *    default), so neither placement can starve the other class.
+ *    default), and a debt it ran up stays while tagged packets wait, so
+ *    neither placement can starve the other class, not even a source
+ *    that never has two packets queued.
  *  - peek returns the packet the next dequeue returns, and leaves it
  *    queued; share credit and counters move at dequeue only.
  *  - With bypass on (the default), a packet that finds the qdisc empty
@@ -75,9 +79,6 @@
 #include <linux/slab.h>
 #include <linux/types.h>
 #include <linux/if_vlan.h>
-#include <linux/ip.h>
-#include <linux/ipv6.h>
-#include <net/dsfield.h>
 #include <net/netlink.h>
 #include <net/pkt_sched.h>
 #include <net/sch_generic.h>
@@ -159,13 +160,17 @@ static u32 mercury_dscp(const struct sk_buff *skb)
 				       sizeof(buf), buf);
 		if (!h || h[0] >> 4 != 4)
 			return 0;
-		return ipv4_get_dsfield((const struct iphdr *)h) >> 2;
+		/* the TOS byte follows version and header length */
+		return h[1] >> 2;
 	case htons(ETH_P_IPV6):
 		h = skb_header_pointer(skb, skb_network_offset(skb),
 				       sizeof(buf), buf);
 		if (!h || h[0] >> 4 != 6)
 			return 0;
-		return ipv6_get_dsfield((const struct ipv6hdr *)h) >> 2;
+		/* the traffic class straddles the first two bytes, which
+		 * need not be 16-bit aligned: read it byte by byte
+		 */
+		return (h[0] & 0x0f) << 2 | h[1] >> 6;
 	default:
 		return 0;
 	}
@@ -237,6 +242,21 @@ static void mercury_count_drop(struct mercury_sched_data *q,
 		q->stat_drops_memory++;
 }
 
+/* Can evicting less urgent packets than @rank make room for @skb? */
+static bool mercury_room_for(const struct mercury_sched_data *q,
+			     const struct Qdisc *sch, const struct sk_buff *skb,
+			     u32 rank)
+{
+	u64 mem = (u64)q->c.memory_usage + skb->truesize;
+	u32 pkts = 0;
+
+	if (sch->q.qlen + 1 > q->cfg.limit)
+		pkts = sch->q.qlen + 1 - q->cfg.limit;
+	return mercury_can_evict(&q->c, rank, pkts,
+				 mem > q->cfg.memory_limit ?
+				 mem - q->cfg.memory_limit : 0);
+}
+
 /* A packet leaving the core: skb->rbnode overlaid skb->dev. */
 static struct sk_buff *mercury_out(struct Qdisc *sch, struct sk_buff *skb)
 {
@@ -262,6 +282,7 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 	struct mercury_sched_data *q = qdisc_priv(sch);
 	unsigned int dropped = 0, dropped_len = 0;
 	struct sk_buff *victim;
+	bool own = false;
 	unsigned long key;
 	u32 rank, tag;
 
@@ -275,18 +296,30 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 		return mercury_drop_arrival(skb, sch, to_free, 0, 0);
 	}
 	if (mercury_over_limit(q, sch, 1, skb->truesize)) {
-		/* never evict for a packet that could not be queued */
+		/* Never evict for a packet that then cannot be queued: decide
+		 * first whether the victims make room and the flow exists or
+		 * can be allocated.
+		 */
+		if (!mercury_room_for(q, sch, skb, rank)) {
+			mercury_count_drop(q, sch, 1);
+			return mercury_drop_arrival(skb, sch, to_free, 0, 0);
+		}
 		if (mercury_flow_reserve(&q->c, key, rank)) {
 			q->stat_drops_flows++;
 			return mercury_drop_arrival(skb, sch, to_free, 0, 0);
 		}
 		do {
-			mercury_count_drop(q, sch, 1);
 			victim = mercury_victim(&q->c, rank);
-			if (!victim)
+			if (WARN_ON_ONCE(!victim))
 				return mercury_drop_arrival(skb, sch, to_free,
 							    dropped,
 							    dropped_len);
+			mercury_count_drop(q, sch, 1);
+			/* with flow order off a victim is less urgent than
+			 * the arrival, so of another flow
+			 */
+			if (q->c.flow_order && mercury_flow_key(victim) == key)
+				own = true;
 			dropped++;
 			dropped_len += qdisc_pkt_len(victim);
 			qdisc_qstats_backlog_dec(sch, victim);
@@ -305,6 +338,15 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 		q->stat_most_urgent = tag;
 	qdisc_qstats_backlog_inc(sch, skb);
 	sch->q.qlen++;
+	/* The arrival's own flow lost a packet ahead of it: tell the sender,
+	 * as fq_codel does. Our parents then do not count the arrival, so
+	 * they lose one packet fewer than we dropped.
+	 */
+	if (own) {
+		qdisc_tree_reduce_backlog(sch, dropped - 1,
+					  dropped_len - qdisc_pkt_len(skb));
+		return NET_XMIT_CN;
+	}
 	/* Our parents count the arriving packet but not the victims. */
 	if (dropped)
 		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
@@ -331,7 +373,8 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 	/* per segment, as the qdisc's own counters */
 	bstats_update(&l->bstats, skb);
 	if (mercury_rank_of(skb) == q->untagged_rank) {
-		q->stat_untagged_packets++;
+		q->stat_untagged_packets += skb_is_gso(skb) ?
+					    skb_shinfo(skb)->gso_segs : 1;
 		q->stat_untagged_bytes += qdisc_pkt_len(skb);
 	}
 	qdisc_qstats_backlog_dec(sch, skb);
@@ -596,10 +639,7 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	/* untagged first is capped too: it must not starve the gradients */
 	q->c.share = cfg->share ? cfg->share : first ? MERCURY_FIRST_SHARE : 0;
 	q->c.bucket_bits = mercury_bucket_bits(cfg->flows);
-	if (cfg->quantum != q->c.quantum) {
-		q->c.quantum = cfg->quantum;
-		q->c.drr_quantum = cfg->quantum;
-	}
+	mercury_set_quantum(&q->c, cfg->quantum);
 	q->c.flow_order = cfg->flow_order;
 }
 
@@ -609,6 +649,7 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 static struct sk_buff *mercury_drain(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
+	u64 forced = q->c.stat_share_forced;
 	struct sk_buff *head = NULL, **tail = &head;
 	u32 rank;
 
@@ -617,6 +658,8 @@ static struct sk_buff *mercury_drain(struct Qdisc *sch)
 		*tail = mercury_out(sch, mercury_pick(&q->c, rank));
 		tail = &(*tail)->next;
 	}
+	/* nothing was sent */
+	q->c.stat_share_forced = forced;
 	return head;
 }
 
@@ -758,6 +801,7 @@ static int mercury_init(struct Qdisc *sch, struct nlattr *opt,
 static void mercury_purge(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
+	u64 forced = q->c.stat_share_forced;
 	struct sk_buff *skb;
 	u32 rank;
 
@@ -767,8 +811,8 @@ static void mercury_purge(struct Qdisc *sch)
 		skb = mercury_out(sch, mercury_pick(&q->c, rank));
 		rtnl_kfree_skbs(skb, skb);
 	}
+	q->c.stat_share_forced = forced;
 	q->c.share_credit = 0;
-	q->c.drr_quantum = q->c.quantum;
 }
 
 static void mercury_reset(struct Qdisc *sch)

@@ -18,6 +18,9 @@
 # empty again. Under tbf, mercury is peeked whenever tbf waits for tokens:
 # a peek that held a packet (qdisc_peek_dequeued) would send that packet
 # first, before more urgent arrivals.
+#
+# Two cases send TCP instead: one reads what enqueue returned from the
+# sender's congestion state, one counts GSO packets (mercury at the root).
 source "$(dirname "$0")/lib.sh"
 mercury_load
 trap cleanup_pair EXIT
@@ -45,7 +48,8 @@ release() {
 # send the plug, then each group of SEND-ARGS (one sender each) into the
 # stalled queue, check that QUEUED packets wait in mercury, release, and
 # wait for the queue to drain and the receiver to stop. Sets $queued to
-# what waited. $BEFORE_SEND, if set, runs after the plug left.
+# what waited. $BEFORE_SEND, if set, runs after the plug left, and
+# $AFTER_SEND once everything was sent.
 fill_release() {
 	local want=$1 i pid args=()
 	shift
@@ -68,6 +72,7 @@ fill_release() {
 			args+=("$a")
 		fi
 	done
+	[ -z "$AFTER_SEND" ] || $AFTER_SEND
 	queued=$(qdisc_stat veth0 10: qlen)
 	log "queued in mercury before release: $queued (want $want)"
 	release
@@ -105,6 +110,26 @@ ktap_check "flow_order off: six limit drops, two per old level" \
 ktap_check "flow_order off: the arrivals were never dropped" \
 	test "$(class_stat drops 7)" = 0 -a "$(class_stat drops 6)" = 0
 teardown_qdisc
+
+# --- one socket, many times: no urgent packet is ever lost ---------------
+# The same twelve packets from one socket: its six flows (one per tag)
+# share a key. Run many times, since a loss that depends on when tbf peeks
+# would show in some runs only. Every eviction must take a less urgent
+# packet, so the six most urgent arrive, and mercury counts exactly the
+# six drops. The kick must not be able to evict: a kick of tag 6 sent into
+# the full queue (as run_stalled's kick, one more packet of the last
+# burst, would be) legitimately evicts a tag-7 packet, and so would any
+# urgent arrival before the link drains.
+for run in 1 2 3 4 5 6; do
+	stalled flow_order off limit 6
+	fill_release 6 --burst a:10:2 --burst a:9:2 --burst a:8:2 --burst a:7:3 --burst a:6:3
+	ktap_check "one socket, run $run: the six most urgent arrive, in rank order" \
+		arrived "a:6:9 a:6:10 a:6:11 a:7:6 a:7:7 a:7:8"
+	ktap_check "one socket, run $run: six drops, none of tag 7 or 6" \
+		test "$(qdisc_stat veth0 10: drops)" = 6 -a "$(class_stat drops 7)" = 0 \
+		-a "$(class_stat drops 6)" = 0
+	teardown_qdisc
+done
 
 # --- flow_order on: the victim is the least urgent newest packet ----------
 # Flow a queues 5 x tag 5 then 5 x tag 60 (limit 10); flow b sends 10 x tag
@@ -149,6 +174,224 @@ ktap_check "oversize: the small packets arrive, the big one does not" \
 ktap_check "oversize: one memory drop, at the big packet's level only" \
 	test "$(qdisc_stat veth0 10: drops_memory)" = 1 -a "$(qdisc_stat veth0 10: drops)" = 1 \
 	-a "$(class_stat drops 1)" = 1 -a "$(class_stat drops 10)" = 0
+teardown_qdisc
+
+# --- memory_limit: never evict for a packet that is then dropped -----------
+# One tag-20 packet and two small tag-60 ones queued; a tag-30 packet as
+# large as the tag-20 one arrives under a memory_limit that holds two large
+# packets' truesize less one byte. Evicting both tag-60 packets cannot make
+# room (the tag-20 one is more urgent than the arrival), so only the arrival
+# is dropped.
+mem_setup() {
+	local one all
+	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --size 4000 --burst a:20:1
+	one=$(qdisc_stat veth0 10: memory_usage)
+	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --size 200 --burst b:60:2
+	all=$(qdisc_stat veth0 10: memory_usage)
+	log "truesize: one large packet $one, all three $all; memory_limit $((2 * one - 1))"
+	tcs qdisc change dev veth0 parent 1:1 handle 10: mercury memory_limit $((2 * one - 1))
+}
+BEFORE_SEND=mem_setup
+stalled
+fill_release 3 --size 4000 --burst c:30:1
+BEFORE_SEND=
+ktap_check "memory_limit: the queued packets all arrive, the arrival does not" \
+	arrived "a:20:0 b:60:0 b:60:1"
+ktap_check "memory_limit: one memory drop, the arrival's, nothing evicted" \
+	test "$(qdisc_stat veth0 10: drops_memory)" = 1 -a "$(qdisc_stat veth0 10: drops)" = 1 \
+	-a "$(class_stat drops 30)" = 1 -a "$(class_stat drops 60)" = 0
+teardown_qdisc
+
+# --- a lower quantum waits for an empty queue -------------------------------
+# Three flows of 30000-byte packets at one level are served one packet per
+# flow and round: the DRR quantum in use is the largest packet (the
+# configured 1514 is less; the default would follow the MTU).
+# Lowering the configured quantum to 256 while they wait must not lower
+# it: a quantum below the queued packets' length would leave flows at the
+# head with a negative deficit, and tbf's peek and its dequeue would then
+# pick different flows.
+$IP -n $NS_S link set veth0 mtu 32000
+$IP -n $NS_R link set veth1 mtu 32000
+BURST=40000 PLUG_SIZE=30000
+RR="x:5:0 y:5:0 z:5:0 x:5:1 y:5:1 z:5:1 x:5:2 y:5:2 z:5:2 x:5:3 y:5:3 z:5:3"
+xyz=()
+for ((i = 0; i < 4; i++)); do xyz+=(--burst x:5:1 --burst y:5:1 --burst z:5:1); done
+stalled quantum 1514
+fill_release 12 --size 30000 "${xyz[@]}"
+ktap_check "quantum: one packet per flow and round" arrived "$RR"
+teardown_qdisc
+AFTER_SEND="tcs qdisc change dev veth0 parent 1:1 handle 10: mercury quantum 256"
+stalled quantum 1514
+fill_release 12 --size 30000 "${xyz[@]}"
+AFTER_SEND=
+ktap_check "quantum lowered under load: still one packet per flow and round" \
+	arrived "$RR"
+ktap_check "quantum lowered under load: the configured quantum is the new one" \
+	test "$(tcs -j qdisc show dev veth0 | jq -r '.[] | select(.handle == "10:") | .options.quantum')" = 256
+teardown_qdisc
+$IP -n $NS_S link set veth0 mtu 1500
+$IP -n $NS_R link set veth1 mtu 1500
+BURST=1600 PLUG_SIZE=1000
+
+# --- untagged last: a sparse untagged source gets its share, no more -------
+# Forty tagged packets wait; the link is raised to 100 kbit/s (one packet
+# per 83 ms); an untagged source then sends one packet every 100 ms, so it
+# never has two queued unless mercury holds them back. With untagged_share
+# 10 and packets of about one size, at least nine tagged packets must leave
+# between two untagged ones while tagged packets still wait.
+sparse_share() {
+	python3 - "$R" <<'EOF'
+import json, sys
+got = [p[0] for p in json.load(open(sys.argv[1]))]
+print("# arrived: " + "".join({"u": "U", "t": "t"}.get(n, ".") for n in got))
+last_t = max(i for i, n in enumerate(got) if n == "t")
+us = [i for i, n in enumerate(got) if n == "u" and i < last_t]
+gaps = [sum(1 for n in got[a + 1:b] if n == "t") for a, b in zip(us, us[1:])]
+print("# untagged packets while tagged ones waited: %d, tagged between: %s"
+      % (len(us), gaps))
+sys.exit(0 if len(us) >= 3 and min(gaps) >= 9 else 1)
+EOF
+}
+stalled untagged last untagged_share 10
+start_receiver "$R" 1000 600
+pid=$recv_pid
+$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --size $PLUG_SIZE --burst plug:20:1
+for ((i = 0; i < 100; i++)); do
+	[ "$(qdisc_stat veth0 1: packets)" = 1 ] && break
+	sleep 0.1
+done
+$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --burst t:5:40
+log "tagged packets waiting: $(qdisc_stat veth0 10: qlen)"
+# tbf restarts at the next enqueue: the first untagged packet
+tcs qdisc change dev veth0 root handle 1: tbf rate 100kbit burst $BURST limit 10000000
+u=()
+for ((i = 0; i < 20; i++)); do u+=(--burst u:0:1); done
+$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --gap 0.1 "${u[@]}"
+wait_backlog_zero veth0 10:
+touch "$R.stop"
+wait $pid
+ktap_check "untagged share: a sparse untagged source gets one packet in ten" sparse_share
+ktap_check "untagged share: all 61 packets sent, none dropped" \
+	test "$(qdisc_stat veth0 10: drops)" = 0 -a "$(qdisc_stat veth0 10: packets)" = 61
+teardown_qdisc
+
+# --- evicting from the arrival's own flow: NET_XMIT_CN ---------------------
+# TCP enters congestion window reduction (tcpi_ca_state CWR) when the
+# qdisc answers NET_XMIT_CN, and never on NET_XMIT_SUCCESS. One connection
+# (flow_order on, limit 1) queues a segment of tag 10 behind the stalled
+# tbf, then one of tag 5, which evicts its own flow's newest segment: the
+# arrival is queued with a hole ahead of it, so enqueue must say
+# NET_XMIT_CN; tbf, which then does not count the arrival, must still
+# agree with mercury. (One segment waiting, not more: TCP small queues
+# would hold a second one back in the socket. Retransmissions that follow
+# are tag 5 too: they are dropped on arrival and evict nothing.)
+cn_case() {
+	local i
+	rm -f /tmp/cn.up /tmp/cn.stalled /tmp/cn.out /tmp/cn.done
+	# one segment per send, also while earlier ones wait in the qdisc,
+	# and no tail loss probe among them
+	$IP netns exec $NS_S sysctl -qw net.ipv4.tcp_autocorking=0
+	$IP netns exec $NS_S sysctl -qw net.ipv4.tcp_early_retrans=0
+	$IP netns exec $NS_R python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5602)); s.listen(1); open("/tmp/cn.up", "w").close()
+c, _ = s.accept(); c.settimeout(120)
+try:
+    while c.recv(1 << 16):
+        pass
+except OSError:
+    pass
+' &
+	cn_rpid=$!
+	for ((i = 0; i < 300; i++)); do [ -e /tmp/cn.up ] && break; sleep 0.1; done
+	rm -f /tmp/cn.up
+	$IP netns exec $NS_S python3 -c '
+import os, socket, sys, time
+SO_MARK = 36
+def wait_for(f):
+    for _ in range(6000):
+        if os.path.exists(f):
+            return
+        time.sleep(0.05)
+s = socket.create_connection((sys.argv[1], 5602))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+open("/tmp/cn.up", "w").close()
+wait_for("/tmp/cn.stalled")
+def ca_state():
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)[1]
+# the plug, which leaves with the bucket, from a UDP socket: a TCP plug
+# would stay charged to the connection until the receiver reads it, and
+# TCP small queues would then hold the tag-5 segment back
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.sendto(b"p" * 1000, (sys.argv[1], 5603))
+s.setsockopt(socket.SOL_SOCKET, SO_MARK, 10)
+s.send(b"a" * 1000)         # queued: the limit is reached
+before = ca_state()
+s.setsockopt(socket.SOL_SOCKET, SO_MARK, 5)
+s.send(b"b" * 1000)         # evicts the tag-10 segment before it
+open("/tmp/cn.out", "w").write("%d %d" % (before, ca_state()))
+wait_for("/tmp/cn.done")
+' $ADDR_R &
+	cn_spid=$!
+	for ((i = 0; i < 300; i++)); do [ -e /tmp/cn.up ] && break; sleep 0.1; done
+	tcs qdisc change dev veth0 root handle 1: tbf rate 8bit burst $BURST limit 10000000
+	touch /tmp/cn.stalled
+	for ((i = 0; i < 300; i++)); do [ -e /tmp/cn.out ] && break; sleep 0.1; done
+	log "tcpi_ca_state before and after the tag-5 segment: $(cat /tmp/cn.out)"
+}
+cn_done() {
+	touch /tmp/cn.done
+	wait $cn_spid
+	kill $cn_rpid 2>/dev/null
+	wait $cn_rpid 2>/dev/null
+	$IP netns exec $NS_S sysctl -qw net.ipv4.tcp_autocorking=1
+	$IP netns exec $NS_S sysctl -qw net.ipv4.tcp_early_retrans=3
+}
+tcs qdisc replace dev veth0 root handle 1: tbf rate 100mbit burst $BURST limit 10000000
+tcs qdisc add dev veth0 parent 1:1 handle 10: mercury limit 1
+cn_case
+ktap_check "own flow evicted: enqueue said NET_XMIT_CN (TCP entered CWR)" \
+	test "$(cat /tmp/cn.out)" = "0 2"
+log "$(tcs -s -j qdisc show dev veth0 | jq -c '[.[] | {handle, packets, drops, qlen, backlog}]')"
+ktap_check "own flow evicted: one tag-10 drop, tbf and mercury agree on 1 packet" \
+	test "$(class_stat drops 10)" = 1 -a "$(qdisc_stat veth0 10: qlen)" = 1 \
+	-a "$(qdisc_stat veth0 1: qlen)" = 1 -a "$(qdisc_stat veth0 1: backlog)" = \
+	"$(qdisc_stat veth0 10: backlog)"
+cn_done
+teardown_qdisc
+
+# --- untagged_packets counts GSO segments ----------------------------------
+# Untagged TCP over veth leaves in GSO packets of many segments; the
+# untagged class counts segments, as the qdisc does, and so must
+# untagged_packets.
+tcs qdisc replace dev veth0 root handle 10: mercury bypass off
+$IP netns exec $NS_R python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5601)); s.listen(1); open("/tmp/gso.ready", "w").close()
+c, _ = s.accept()
+while c.recv(1 << 16):
+    pass
+' &
+gso_pid=$!
+for ((i = 0; i < 100; i++)); do [ -e /tmp/gso.ready ] && break; sleep 0.1; done
+$IP netns exec $NS_S python3 -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], 5601))
+s.sendall(b"x" * (4 << 20)); s.close()
+' $ADDR_R
+wait $gso_pid
+rm -f /tmp/gso.ready
+wait_backlog_zero veth0 10:
+gso_counts() {
+	local u c
+	u=$(qdisc_stat veth0 10: untagged_packets)
+	c=$(class_stat packets 0)
+	log "untagged_packets $u, untagged class packets $c, qdisc packets $(qdisc_stat veth0 10: packets)"
+	[ "$u" = "$c" ] && [ "$u" -gt 100 ]
+}
+ktap_check "untagged_packets counts GSO segments, as the class does" gso_counts
 teardown_qdisc
 
 ktap_finish

@@ -573,6 +573,149 @@ static void test_flow_alloc_failure(void **state)
 	qd_fini();
 }
 
+/* Untagged last with a share, against a source that never has two packets
+ * queued (it sends the next one when the last has left): while tagged
+ * packets wait, it gets its share of the bytes and no more.
+ */
+static void test_untagged_sparse_share(void **state)
+{
+	struct mercury_core *c;
+	u32 i, n = 0, ub = 0, tb = 0, gap = 0, min_gap = U32_MAX;
+	struct pq_pkt *p;
+
+	(void)state;
+	if (use_v1)
+		skip();
+	qd_init(64, true, NPKT, 0);
+	c = &qd.pq->core;
+	c->urank = 64;
+	c->share = 10;
+	for (i = 0; i < 2000; i++)
+		qd_enqueue(pkt(n++, 0x2000, 1000), 3);
+	for (i = 0; i < 1000; i++) {
+		if (list_empty(&c->t.levels[64].flows))
+			qd_enqueue(pkt(n++, 0x1000, 1000), 64);
+		p = qd_peek();
+		assert_ptr_equal(qd_dequeue(), p);
+		if (rank_of(p) == 64) {
+			ub += p->skb.len;
+			if (ub > 1000 && gap < min_gap)
+				min_gap = gap;
+			gap = 0;
+		} else {
+			tb += p->skb.len;
+			gap++;
+		}
+	}
+	printf("# sparse untagged source: %u%% of the bytes, %u tagged packets between\n",
+	       100 * ub / (ub + tb), min_gap);
+	/* one packet in ten, and at least nine tagged ones between */
+	assert_true(ub * 100 <= (ub + tb) * 10 + 1000 * 100);
+	assert_true(ub * 100 >= (ub + tb) * 9);
+	assert_true(min_gap >= 9);
+	/* and a tagged trickle against an untagged bulk, placed first with
+	 * the default cap: each tagged packet waits for at most one untagged
+	 */
+	while (qd_dequeue())
+		;
+	c->urank = 0;
+	c->share = MERCURY_FIRST_SHARE;
+	c->share_credit = 0;
+	for (i = 0; i < 2000; i++)
+		qd_enqueue(pkt(n++, 0x1000, 1000), 0);
+	for (i = 0, gap = 0; i < 1000; i++) {
+		if (c->stat_levels < 2) {
+			qd_enqueue(pkt(n++, 0x2000, 1000), 3);
+			gap = 0;
+		}
+		p = qd_dequeue();
+		if (rank_of(p) == 0)
+			assert_true(++gap <= 1);
+	}
+	while (qd_dequeue())
+		;
+	qd_fini();
+}
+
+/* A lower quantum while large packets are queued: peek and dequeue still
+ * agree, and the lower quantum applies once the queue is empty.
+ */
+static void test_quantum_lowered_under_load(void **state)
+{
+	struct mercury_core *c;
+	struct pq_pkt *p;
+	u32 i, n = 0;
+
+	(void)state;
+	if (use_v1)
+		skip();
+	qd_init(8, true, NPKT, 3028);
+	c = &qd.pq->core;
+	for (i = 0; i < 60; i++)
+		qd_enqueue(pkt(n++, 0x1000 * (1 + i % 3), 60000), 2);
+	for (i = 0; i < 3; i++)
+		qd_dequeue();
+	mercury_set_quantum(c, 256);
+	assert_int_equal(c->drr_quantum, 60000);
+	for (i = 0; i < 57; i++) {
+		p = qd_peek();
+		assert_non_null(p);
+		assert_ptr_equal(qd_dequeue(), p);
+		/* still one packet per flow and round */
+		assert_int_equal(p->skb.hash, 0x1000 * (1 + i % 3));
+	}
+	assert_null(qd_peek());
+	assert_int_equal(c->drr_quantum, 256);
+	/* a large packet raises it again until the queue empties */
+	qd_enqueue(pkt(n++, 0x1000, 60000), 2);
+	assert_int_equal(c->drr_quantum, 60000);
+	qd_dequeue();
+	assert_int_equal(c->drr_quantum, 256);
+	qd_fini();
+}
+
+/* mercury_can_evict says exactly whether mercury_victim, called until
+ * enough is freed, gets there; random queues, both flow modes.
+ */
+static void test_can_evict_exact(void **state)
+{
+	u32 round, i, n, r, pkts, got_pkts;
+	u64 s = 7, bytes, got_bytes;
+	struct sk_buff *v;
+	bool fo, can;
+
+	(void)state;
+	if (use_v1)
+		skip();
+	for (round = 0; round < 400; round++) {
+		fo = round % 2;
+		qd_init(50, fo, NPKT, 0);
+		n = 1 + rnd(&s) % 60;
+		for (i = 0; i < n; i++)
+			qd_enqueue(pkt(i, 0x100 * (1 + rnd(&s) % 5),
+				       100 + rnd(&s) % 3000), 1 + rnd(&s) % 50);
+		r = 1 + rnd(&s) % 50;
+		pkts = rnd(&s) % 3;
+		bytes = rnd(&s) % 40000;
+		can = mercury_can_evict(&qd.pq->core, r, pkts, bytes);
+		got_pkts = 0;
+		got_bytes = 0;
+		while (got_pkts < pkts || got_bytes < bytes) {
+			v = mercury_victim(&qd.pq->core, r);
+			if (!v)
+				break;
+			got_pkts++;
+			got_bytes += v->truesize;
+			qd.qlen--;
+			qd.pq->len--;
+		}
+		assert_int_equal(can, got_pkts >= pkts && got_bytes >= bytes);
+		while (qd_dequeue())
+			;
+		qd_fini();
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -588,6 +731,9 @@ int main(void)
 		cmocka_unit_test(test_contract_random_flow_order),
 		cmocka_unit_test(test_contract_random_no_flow_order),
 		cmocka_unit_test(test_flow_alloc_failure),
+		cmocka_unit_test(test_untagged_sparse_share),
+		cmocka_unit_test(test_quantum_lowered_under_load),
+		cmocka_unit_test(test_can_evict_exact),
 	};
 	const char *core = getenv("MERCURY_CORE");
 
