@@ -284,6 +284,23 @@ class Compat(unittest.TestCase):
     def test_vision_transformer(self):
         self.equal_to_ddp("vit")
 
+    def test_fp16_compression_equals_ddp_fp16_hook(self):
+        # DDP's fp16_compress_hook's arithmetic, per tensor on its channel
+        self.equal_to_ddp("fp16")
+
+    def test_bf16_compression_probed(self):
+        # Used where this torch's gloo reduces bfloat16; refused at
+        # distribute() with the reason where it does not (1.13's).
+        for r in self.case("bf16"):
+            if r["error"] is not None:
+                self.assertIn("compression 'bf16': this torch's gloo cannot "
+                              "all-reduce torch.bfloat16", r["error"])
+
+    def test_compression_unknown_refused(self):
+        for r in self.case("compression_bad"):
+            self.assertIn("compression must be one of None, 'fp16', 'bf16', "
+                          "not 'int8'", r["error"])
+
     def test_scheduler_created_after_distribute(self):
         self.equal_to_ddp("sched_after")
 

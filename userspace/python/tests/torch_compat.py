@@ -19,6 +19,7 @@ import traceback
 
 import torch
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 import torchvision
 
 import mercury.torch
@@ -219,7 +220,7 @@ def lambda_alternate(opt):
 
 
 def compare(rank, build, step, iters, ddp_kw=None, sched=None,
-            sched_before=False, after=None):
+            sched_before=False, after=None, ddp_hook=None, mercury_kw=None):
     res = {}
     for kind in ("ddp", "mercury"):
         model, opt = build(rank)
@@ -227,6 +228,8 @@ def compare(rank, build, step, iters, ddp_kw=None, sched=None,
         if kind == "ddp":
             net = torch.nn.parallel.DistributedDataParallel(
                 model, **(ddp_kw or {}))
+            if ddp_hook:
+                net.register_comm_hook(None, ddp_hook)
             ctx = {"model": model, "no_sync": net.no_sync}
             if sched:
                 s = sched(opt)
@@ -234,7 +237,8 @@ def compare(rank, build, step, iters, ddp_kw=None, sched=None,
             if sched and sched_before:
                 s = sched(opt)
             model, opt = mercury.torch.distribute(
-                model, opt, channels=CHANNELS, timeout=TIMEOUT)
+                model, opt, channels=CHANNELS, timeout=TIMEOUT,
+                **(mercury_kw or {}))
             if sched and not sched_before:
                 s = sched(opt)
             net = model
@@ -327,6 +331,15 @@ CASES = {
     "autocast": lambda r: compare(r, build_mlp, step_autocast, 4),
     "state_dict": lambda r: compare(r, build_mlp, step_late, 3,
                                     after=saved_state),
+    "fp16": lambda r: compare(r, build_mlp, step_plain, 4,
+                              ddp_hook=default_hooks.fp16_compress_hook,
+                              mercury_kw={"compression": "fp16"}),
+    "bf16": lambda r: expect_error(r, build_mlp, channels=CHANNELS,
+                                   timeout=TIMEOUT, compression="bf16"),
+    "compression_bad": lambda r: expect_error(r, build_mlp,
+                                              channels=CHANNELS,
+                                              timeout=TIMEOUT,
+                                              compression="int8"),
     "mismatch_shape": lambda r: expect_error(r, mismatched_model,
                                              channels=CHANNELS,
                                              timeout=TIMEOUT),

@@ -79,14 +79,19 @@ _METADATA = frozenset(("requires_grad_", "detach_", "size", "dim", "stride",
                        "__len__", "get_device"))
 
 
+# distribute(compression=...): the type gradients cross the wire in.
+_COMPRESSION = {None: None, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
 class _Pending:
     """One parameter's gradient between backward and its step."""
 
-    __slots__ = ("p", "g", "work", "ch", "ph", "use", "zeroed")
+    __slots__ = ("p", "g", "work", "ch", "ph", "use", "zeroed", "wire")
 
-    def __init__(self, p, g, work, ch, ph):
+    def __init__(self, p, g, work, ch, ph, wire=None):
         self.p = p              # the parameter
         self.g = g              # its gradient, all-reduced in place
+        self.wire = wire        # its compressed copy on the wire, or None
         self.work = work        # the all-reduce
         self.ch = ch            # its channel
         self.ph = ph            # the _InFlight in p.grad meanwhile
@@ -164,7 +169,7 @@ def _in_flight(engine, entry):
 
 class _Engine:
     def __init__(self, opt, base, model, plan, channels, tag_source, shift,
-                 mask, timeout, broadcast_buffers):
+                 mask, timeout, broadcast_buffers, compression):
         if not isinstance(model, torch.nn.Module):
             raise MercuryTorchError("model must be a torch.nn.Module")
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
@@ -182,6 +187,11 @@ class _Engine:
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self.broadcast_buffers = broadcast_buffers
+        if compression not in _COMPRESSION:
+            raise MercuryTorchError(
+                "compression must be one of %s, not %r"
+                % (", ".join(repr(k) for k in _COMPRESSION), compression))
+        self.wire_dtype = _COMPRESSION[compression]
         # named_parameters() lists a tied tensor once, under its first name.
         self.params = [(n, p) for n, p in model.named_parameters()
                        if p.requires_grad]
@@ -209,6 +219,7 @@ class _Engine:
         self._check_peers({
             "channels": channels, "tag_source": tag_source, "shift": shift,
             "mask": mask, "broadcast_buffers": bool(broadcast_buffers),
+            "compression": compression,
             "plan": (None if plan is None else
                      [self.chan[id(p)] for _, p in self.params])})
 
@@ -216,6 +227,7 @@ class _Engine:
             channels, tag_source=tag_source or "dscp", shift=shift,
             mask=mask, timeout=self.timeout, from_env=tag_source is None)
         self.beat_key = "mercury.torch/beat/%d/" % self.channels[0].serial
+        self._probe_wire_type(compression)
         self._sync_start()
 
         self.measuring = not self.chan
@@ -274,6 +286,25 @@ class _Engine:
             if why:
                 raise MercuryTorchError("mercury.torch: rank %d: %s"
                                         % (self.rank, why))
+
+    def _probe_wire_type(self, compression):
+        # Whether this torch's gloo reduces the compressed type (1.13's
+        # refuses bfloat16): found out here, the same way on every rank
+        # (the options matched), not at the first backward.
+        if self.wire_dtype is None:
+            return
+        try:
+            dist.all_reduce(torch.zeros(1, dtype=self.wire_dtype),
+                            group=self.channels[0].group)
+        except RuntimeError as e:
+            # Every rank fails here alike: no group is left half used.
+            for c in self.channels:
+                dist.destroy_process_group(c.group)
+                c.close()
+            self.channels = []
+            raise MercuryTorchError(
+                "compression %r: this torch's gloo cannot all-reduce %s "
+                "(%s)" % (compression, self.wire_dtype, e)) from None
 
     def _sync_start(self):
         # The same start on every rank, as DDP does: rank 0's parameters
@@ -468,10 +499,17 @@ class _Engine:
                                         % self.names[pid])
             if not g.is_contiguous():
                 g = g.contiguous()
-            g.div_(self.world)
             ch = self.channels[self.chan[pid] - 1]
-            work = dist.all_reduce(g, group=ch.group, async_op=True)
-            e = _Pending(p, g, work, ch, None)
+            wire = None
+            if self.wire_dtype is None:
+                g.div_(self.world)
+                work = dist.all_reduce(g, group=ch.group, async_op=True)
+            else:
+                # DDP's compression hooks' arithmetic: cast, divide,
+                # all-reduce in the narrow type, cast back (_reduced()).
+                wire = g.to(self.wire_dtype).div_(self.world)
+                work = dist.all_reduce(wire, group=ch.group, async_op=True)
+            e = _Pending(p, g, work, ch, None, wire)
             e.ph = _in_flight(self, e)
             # zero_grad() or the next backward must not touch what the
             # all-reduce is writing into.
@@ -543,6 +581,7 @@ class _Engine:
                 continue
             self._wait(e.work, e.ch, "all-reduce of %r"
                        % self.names[id(e.p)])
+            self._reduced(e)
             done.append(e)
         if not done or not self.step_requested:
             return
@@ -591,6 +630,13 @@ class _Engine:
                                           v is not hyper[k]):
                         group[k] = v
 
+    @staticmethod
+    def _reduced(e):
+        """e's all-reduce is done: its gradient from the wire's type."""
+        if e.wire is not None:
+            e.g.copy_(e.wire)
+            e.wire = None
+
     def settle_all(self):
         if self.pending:
             self._settle(list(self.pending.values()), block=True)
@@ -606,6 +652,7 @@ class _Engine:
         else:
             self._wait(e.work, e.ch, "all-reduce of %r"
                        % self.names[id(e.p)])
+            self._reduced(e)
             if e.p.grad is e.ph:
                 e.p.grad = e.g
         return e.g
@@ -697,6 +744,7 @@ _check_serial = [0]
 _OPTION_TEXT = {"channels": "channels", "tag_source": "tag_source",
                 "shift": "shift", "mask": "mask",
                 "broadcast_buffers": "broadcast_buffers",
+                "compression": "compression",
                 "plan": "the plan's channel assignment"}
 
 
@@ -789,7 +837,7 @@ _classes = {}
 
 def DistributedOptimizer(optimizer, model, plan=None, channels=8,
                          tag_source=None, shift=0, mask=0, timeout=120.0,
-                         broadcast_buffers=True):
+                         broadcast_buffers=True, compression=None):
     """Make optimizer (in place; it is also returned) step model's
     parameters data-parallel over Mercury.
 
@@ -809,7 +857,7 @@ def DistributedOptimizer(optimizer, model, plan=None, channels=8,
     base = type(optimizer)
     cells = _route_step(optimizer)
     engine = _Engine(optimizer, base, model, plan, channels, tag_source,
-                     shift, mask, timeout, broadcast_buffers)
+                     shift, mask, timeout, broadcast_buffers, compression)
     cls = _classes.get(base)
     if cls is None:
         cls = _classes[base] = type("Mercury" + base.__name__,
