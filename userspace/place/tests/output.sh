@@ -15,46 +15,10 @@ data=${MP_TESTDATA:-$here/data}
 profiles=${MP_PROFILES:-$here/../../../profiles}
 cluster=$here/../clusters/h100x4.json
 vit=$profiles/h200/vit_b_16.json
-n=0
-failed=0
-
-tmp=$(mktemp -d /tmp/mp-output-XXXXXX)
-cleanup() { rm -rf "$tmp"; }
-trap cleanup EXIT
-
-result() {
-	n=$((n + 1))
-	if [ "$1" -eq 0 ]; then
-		echo "ok $n $2"
-	else
-		echo "not ok $n $2"
-		failed=$((failed + 1))
-		[ -s "$tmp/err" ] && sed 's/^/# stderr: /' "$tmp/err" | head -5
-	fi
-}
-
-# run EXPECTED_RC CMD...: in $tmp/run, stdout in $tmp/out, stderr in
-# $tmp/err, under a 20 s bound; true if it exited EXPECTED_RC.
-run() {
-	want=$1
-	shift
-	(cd "$tmp/run" && timeout 20 "$@") >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	[ "$rc" -eq "$want" ] || { echo "# exit $rc, expected $want: $*"; return 1; }
-}
-
-# one line on stderr, naming what it must
-one_line() {
-	[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$1" "$tmp/err" ||
-		{ echo "# stderr lacks one line with '$1':"; sed 's/^/#   /' "$tmp/err"; return 1; }
-}
-
-no_pwned() {
-	! ls "$tmp/run" "$tmp" | grep -q '^PWNED'
-}
+prefix=mp-output
+. "$here/../../common/tests/output-lib.sh"
 
 echo "TAP version 13"
-mkdir -p "$tmp/run" "$tmp/bin" "$tmp/nognuplot"
 
 # ---- 1. nothing from data becomes a gnuplot command ----------------------
 # A profile is a file anyone may hand over: its model name must reach
@@ -93,33 +57,8 @@ run 0 "$bin" compare -p "$data/small_h200.json" -c "$data/two_1MBps.json" \
 result $? "compare --png '|cmd' writes a file of that name and runs nothing"
 
 # ---- 2. gnuplot missing or failing ----------------------------------------
-run 1 env PATH="$tmp/nognuplot" "$bin" compare -p "$data/small_h200.json" \
-	-c "$data/two_1MBps.json" --png p2.png &&
-	one_line "mercury-place: --png: gnuplot not found" &&
-	grep -q '^mercury ' "$tmp/out" && [ ! -e "$tmp/run/p2.png" ]
-result $? "compare --png without gnuplot: exit 1, one line, the table kept, no PNG"
-
-printf '#!/bin/sh\nexit 1\n' >"$tmp/bin/gnuplot"
-chmod +x "$tmp/bin/gnuplot"
-echo "previous" >"$tmp/run/p3.png"
-run 1 env PATH="$tmp/bin:$PATH" "$bin" compare -p "$data/small_h200.json" \
-	-c "$data/two_1MBps.json" --png p3.png &&
-	one_line "gnuplot failed" && grep -q '^mercury ' "$tmp/out" &&
-	[ "$(cat "$tmp/run/p3.png")" = previous ] &&
-	[ "$(ls -A "$tmp/run" | grep -c '^\.')" -eq 0 ]
-result $? "a gnuplot that fails: exit 1, the previous PNG kept, no temporary left"
-
-# closes its input at once and writes something that is no PNG
-printf '#!/bin/sh\nexec 0<&-\necho junk\nexit 0\n' >"$tmp/bin/gnuplot"
-run 1 env PATH="$tmp/bin:$PATH" "$bin" compare -p "$data/small_h200.json" \
-	-c "$data/two_1MBps.json" --png p4.png &&
-	one_line "no PNG" && [ ! -e "$tmp/run/p4.png" ]
-result $? "a gnuplot that closes stdin and writes no PNG: exit 1, no file"
-
-run 1 env PATH="$tmp/bin:$PATH" "$bin" compare -j -p "$data/small_h200.json" \
-	-c "$data/two_1MBps.json" --png p5.png &&
-	python3 -c 'import json,sys; d=json.load(sys.stdin); assert list(d) == ["error"]' <"$tmp/out"
-result $? "compare -j --png with gnuplot failing: one JSON error object, exit 1"
+gnuplot_faults --png '^mercury ' "$bin" compare -p "$data/small_h200.json" \
+	-c "$data/two_1MBps.json"
 
 # ---- 3. cluster files ------------------------------------------------------
 : >"$tmp/empty.json"
@@ -202,6 +141,4 @@ a, b = (json.load(open(f))["data_parallel"]["bandwidth_Bps"] for f in sys.argv[1
 assert a == b == 1.25e9, (a, b)' "$tmp/run/a.json" "$tmp/run/b.json"
 result $? "--bandwidth 10gbit and 1.25gbps: the same 1.25e9 B/s"
 
-echo "1..$n"
-echo "# $((n - failed)) passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
