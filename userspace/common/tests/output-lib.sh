@@ -47,6 +47,34 @@ is_png() {
 	head -c 8 "$1" | od -c | grep -q 'P   N   G'
 }
 
+# hostile_plots SRC OPT CMD...: four copies of the profile SRC whose
+# model names try to make gnuplot run a command (a quote, a backtick, a
+# line that ends the data, an output pipe); CMD --profile COPY OPT p.png must
+# run nothing and write the PNG. They stay as $tmp/evil1..4.json.
+hostile_plots() {
+	src=$1
+	opt=$2
+	shift 2
+	i=0
+	for model in "x'; system(\"touch PWNED1\") #" \
+		     'x`touch PWNED2`' \
+		     "x
+set output '|touch PWNED3'
+EOD
+system(\"touch PWNED4\")" \
+		     'x" system("touch PWNED5") "'; do
+		i=$((i + 1))
+		MODEL=$model python3 -c 'import json, os, sys
+p = json.load(open(sys.argv[1]))
+p["model"] = os.environ["MODEL"]
+json.dump(p, open(sys.argv[2], "w"))' "$src" "$tmp/evil$i.json"
+		rm -f "$tmp/run/p.png"
+		run 0 "$@" --profile "$tmp/evil$i.json" "$opt" p.png && no_pwned &&
+			is_png "$tmp/run/p.png"
+		result $? "$opt with a hostile model name ($i) runs nothing, writes the PNG"
+	done
+}
+
 # gnuplot_faults OPT TABLE_RE CMD...: CMD OPT FILE draws FILE. Without
 # gnuplot, with one that fails and with one that closes its input and
 # writes junk, it exits 1 with one line, keeps its table on stdout

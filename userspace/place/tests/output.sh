@@ -23,25 +23,8 @@ echo "TAP version 13"
 # ---- 1. nothing from data becomes a gnuplot command ----------------------
 # A profile is a file anyone may hand over: its model name must reach
 # gnuplot as text only.
-i=0
-for model in "x'; system(\"touch PWNED1\") #" \
-	     'x`touch PWNED2`' \
-	     "x
-set output '|touch PWNED3'
-EOD
-system(\"touch PWNED4\")" \
-	     'x" system("touch PWNED5") "'; do
-	i=$((i + 1))
-	MODEL=$model python3 -c 'import json, os, sys
-p = json.load(open(sys.argv[1]))
-p["model"] = os.environ["MODEL"]
-json.dump(p, open(sys.argv[2], "w"))' "$data/small_h200.json" "$tmp/evil$i.json"
-	rm -f "$tmp/run/p.png"
-	run 0 "$bin" compare -p "$tmp/evil$i.json" -c "$data/two_1MBps.json" \
-		--png p.png && no_pwned &&
-		head -c 8 "$tmp/run/p.png" | od -c | grep -q 'P   N   G'
-	result $? "compare --png with a hostile model name ($i) runs nothing, writes the PNG"
-done
+hostile_plots "$data/small_h200.json" --png "$bin" compare \
+	-c "$data/two_1MBps.json"
 # bench's plot carries the model name in its labels
 mkdir -p "$tmp/prof/h200"
 cp "$tmp/evil1.json" "$tmp/prof/h200/evil1.json"

@@ -17,24 +17,7 @@ prefix=msim-output
 sweep="--sweep --sweep-range 1gbit:10gbit"
 echo "TAP version 13"
 
-i=0
-for model in "x'; system(\"touch PWNED1\") #" \
-	     'x`touch PWNED2`' \
-	     "x
-set output '|touch PWNED3'
-EOD
-system(\"touch PWNED4\")" \
-	     'x" system("touch PWNED5") "'; do
-	i=$((i + 1))
-	MODEL=$model python3 -c 'import json, os, sys
-p = json.load(open(sys.argv[1]))
-p["model"] = os.environ["MODEL"]
-json.dump(p, open(sys.argv[2], "w"))' "$tiny" "$tmp/evil$i.json"
-	rm -f "$tmp/run/p.png"
-	run 0 "$bin" --profile "$tmp/evil$i.json" $sweep --plot p.png &&
-		no_pwned && is_png "$tmp/run/p.png"
-	result $? "--plot with a hostile model name ($i) runs nothing, writes the PNG"
-done
+hostile_plots "$tiny" --plot "$bin" $sweep
 
 run 0 "$bin" --profile "$tiny" $sweep --plot '|touch PWNED6' &&
 	no_pwned && is_png "$tmp/run/|touch PWNED6"
