@@ -167,8 +167,9 @@ check "mercury-dkms holds the DKMS source tree" deb_has "$dkms_deb" \
 	/usr/src/mercury-$ver/include/uapi/linux/mercury.h
 check "mercury-dkms depends on dkms" \
 	grep -q '^dkms' <<< "$(dpkg-deb -f "$dkms_deb" Depends 2>/dev/null)"
+# dh_compress gzips every man page, whatever its section
 layout /usr /usr/lib/x86_64-linux-gnu /usr/lib/python3/dist-packages |
-	grep -v '^/lib/modules' | sed 's|/usr/share/doc/mercury/|/usr/share/doc/mercury-tools/|; s|\.8$|.8.gz|' \
+	grep -v '^/lib/modules' | sed 's|/usr/share/doc/mercury/|/usr/share/doc/mercury-tools/|; s|/share/man/\(.*\)$|/share/man/\1.gz|' \
 	> "$work/tools.expected"
 # shellcheck disable=SC2046
 check "mercury-tools holds every documented userspace file" deb_has "$tools_deb" $(cat "$work/tools.expected")
