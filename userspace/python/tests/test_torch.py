@@ -212,6 +212,13 @@ class Compat(unittest.TestCase):
     # order whatever the buckets; 3 ranks round a per-tensor sum against
     # DDP's bucket sum (Documentation/torch.md, Tests).
     TOL = 1e-6
+    # The same with fp16 on the wire: 2 ranks add one pair of fp16 values
+    # whatever the buffer (bit for bit); 3 ranks add three in an order
+    # that depends on where gloo cuts a per-tensor buffer against DDP's
+    # bucket, so an element may round differently by an fp16 ulp of the
+    # gradient (2^-11 relative), scaled by the learning rate in the
+    # parameters (measured 2.1e-5).
+    TOL_FP16 = 1e-6
 
     @classmethod
     def setUpClass(cls):
@@ -234,7 +241,8 @@ class Compat(unittest.TestCase):
             out.append(r)
         return out
 
-    def equal_to_ddp(self, name, deferred=True):
+    def equal_to_ddp(self, name, deferred=True, tol=None):
+        tol = self.TOL if tol is None else tol
         worst = 0.0
         runs = self.case(name)
         for rank, r in enumerate(runs):
@@ -257,7 +265,7 @@ class Compat(unittest.TestCase):
                 for a, b in zip(x, y):
                     diff = (a - b).abs().max().item()
                     self.assertLessEqual(
-                        diff, self.TOL * max(a.abs().max().item(), 1e-12),
+                        diff, tol * max(a.abs().max().item(), 1e-12),
                         "rank %d %s" % (rank, what))
             # every rank holds the same replica
             for k, t in mer["params"].items():
@@ -268,7 +276,7 @@ class Compat(unittest.TestCase):
             self.assertGreater(sum(runs[0]["mercury"]["deferred"]), 0)
         print("# %s, %d ranks: largest relative difference from DDP %.3g"
               % (name, self.WORLD, worst))
-        self.assertLessEqual(worst, self.TOL, "largest relative difference")
+        self.assertLessEqual(worst, tol, "largest relative difference")
         return runs
 
     def test_transformer_lm_with_tied_head(self):
@@ -286,7 +294,7 @@ class Compat(unittest.TestCase):
 
     def test_fp16_compression_equals_ddp_fp16_hook(self):
         # DDP's fp16_compress_hook's arithmetic, per tensor on its channel
-        self.equal_to_ddp("fp16")
+        self.equal_to_ddp("fp16", tol=self.TOL_FP16)
 
     def test_bf16_compression_probed(self):
         # Used where this torch's gloo reduces bfloat16; refused at
@@ -369,6 +377,7 @@ class Compat(unittest.TestCase):
 class Compat3(Compat):
     WORLD = 3
     TOL = 1e-5
+    TOL_FP16 = 1e-4
 
 
 class Faults(unittest.TestCase):
