@@ -3,13 +3,13 @@
 #
 # Host half of the qdisc cost benchmark: build, boot the VM once for the
 # pktgen measurements (bench/pktgen/guest.sh), then render the tables, the
-# plots and Documentation/performance.md from the results.
+# plots and Documentation/results/performance.md from the results.
 #
 #   bench/pktgen/run.sh [-o OUTDIR] [-n] [-q]
 #     -o OUTDIR  results (default out/perf)
 #     -n         no VM: re-render from the results already in OUTDIR
 #     -q         quick guest run (a few configurations, 1 repetition);
-#                the document goes to OUTDIR, not Documentation/
+#                the document goes to OUTDIR, not Documentation/results/
 #
 # Environment passed to the guest: PERF_PKTS, PERF_REPS, PERF_PROFILE.
 # The userspace microbenchmark (bench/core) writes OUTDIR/core.json first;
@@ -42,7 +42,7 @@ if [ -z "$novm" ]; then
 	rm -f "$out/pktgen.json"
 	rc=0
 	# The TSC, not the emulated HPET, as the guest's clock: pktgen reads
-	# it for every packet (see Documentation/performance.md).
+	# it for every packet (see Documentation/results/performance.md).
 	VM_APPEND="clocksource=tsc tsc=reliable" \
 		scripts/vm-run.sh -o "$out" bench/pktgen/guest.sh || rc=$?
 	[ -s "$out/pktgen.json" ] || { echo "perf: the guest wrote no results (see $out/guest.log)" >&2; exit 1; }
@@ -51,6 +51,6 @@ fi
 
 [ -s "$out/core.json" ] || { echo "perf: no $out/core.json: run 'make -C bench/core run OUT=$out' first" >&2; exit 1; }
 # A quick run is no result to publish: its document stays in OUTDIR.
-doc=Documentation/performance.md
-[ -n "$quick" ] && doc=$out/performance.md
-python3 bench/pktgen/report.py --out "$out" --doc "$doc"
+doc=(--doc Documentation/results/performance.md --images Documentation/images)
+[ -n "$quick" ] && doc=(--doc "$out/performance.md")
+python3 bench/pktgen/report.py --out "$out" "${doc[@]}"
