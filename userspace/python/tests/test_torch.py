@@ -304,6 +304,18 @@ class Compat(unittest.TestCase):
                 self.assertIn("compression 'bf16': this torch's gloo cannot "
                               "all-reduce torch.bfloat16", r["error"])
 
+    def test_gradients_that_differ_by_rank_raise(self):
+        # rank 1 takes the other branch: every rank stops at the second
+        # iteration's forward, naming a parameter that differs
+        for rank, r in enumerate(self.case("branch_by_rank")):
+            self.assertIsNotNone(r["error"], "rank %d trained on" % rank)
+            self.assertIn("iteration 1: the ranks all-reduced different "
+                          "gradients", r["error"])
+            self.assertRegex(r["error"], r"parameter '(a|b)\.(weight|bias)' "
+                             r"had a gradient on rank (0|1) and none on "
+                             r"rank (0|1)")
+            self.assertEqual(r["iteration"], 1)
+
     def test_compression_unknown_refused(self):
         for r in self.case("compression_bad"):
             self.assertIn("compression must be one of None, 'fp16', 'bf16', "

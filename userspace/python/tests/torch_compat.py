@@ -284,6 +284,45 @@ def mismatched_model(rank):
     return m, sgd(m)
 
 
+class Branches(torch.nn.Module):
+    """Two branches of the same shapes; forward(x, which) takes one."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(12, 16)
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x, which):
+        h = torch.relu(self.fc1(x))
+        h = torch.relu((self.a if which == 0 else self.b)(h))
+        return self.head(h)
+
+
+def branch_by_rank(rank):
+    """Control flow that differs by rank (rank 1 takes branch b, the
+    others a): the channels' all-reduces pair a's gradients with b's,
+    whose shapes match, so nothing in gloo notices; the per-iteration
+    check must raise, naming the parameter, on every rank."""
+    torch.manual_seed(0)
+    m = Branches()
+    model, opt = mercury.torch.distribute(m, sgd(m), channels=CHANNELS,
+                                          timeout=TIMEOUT)
+    err = None
+    try:
+        for it in range(3):
+            x, y = mlp_batch(rank, it)
+            opt.zero_grad()
+            F.cross_entropy(model(x, 1 if rank == 1 else 0), y).backward()
+            opt.step()
+        opt.synchronize()
+    except mercury.torch.MercuryTorchError as e:
+        err = str(e)
+    opt.close()
+    return {"error": err, "iteration": it}
+
+
 def bench_models(rank):
     """The parameters stepped when a forward starts, rather than by their
     module's pre-hook, in bench/torch's models: none, so their overlap is
@@ -347,6 +386,7 @@ CASES = {
                                                 channels=2 + r,
                                                 timeout=TIMEOUT),
     "bench_models": bench_models,
+    "branch_by_rank": branch_by_rank,
     # Last: rank 1 does not call distribute() at all.
     "absent": lambda r: (expect_error(r, build_mlp, channels=CHANNELS,
                                       timeout=3) if r != 1 else {}),

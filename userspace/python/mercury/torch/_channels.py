@@ -90,8 +90,11 @@ _serial = [0]
 
 
 def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
-                  from_env=False):
+                  from_env=False, control=False):
     """Create count gloo groups over all ranks; tag group k's sockets k+1.
+    With control, one more group after them, tagged 1 (the most urgent)
+    and returned last: small collectives that must not pair with the
+    channels' all-reduces.
 
     Collective: every rank calls it, in the same order as its other
     new_group() calls. Returns (channels, tagger).
@@ -118,7 +121,9 @@ def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
     prefix = "mercury.torch/%d" % _serial[0]
     td = datetime.timedelta(seconds=timeout)
     channels = []
-    for k in range(count):
+    for k in range(count + bool(control)):
+        tag = k + 1 if k < count else 1
+        name = "channel %d" % tag if k < count else "the control channel"
         before = _sockets()
         group = dist.new_group(timeout=td)
         # A connection attempt that gloo gave up on (a retry on a busy
@@ -152,20 +157,20 @@ def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
                 continue    # not a gloo connection of this group
             if r in peers:
                 raise MercuryTorchError(
-                    "channel %d: two sockets to rank %d (fds %d, %d); "
-                    "expected one per peer" % (k + 1, r, peers[r], fd))
+                    "%s: two sockets to rank %d (fds %d, %d); "
+                    "expected one per peer" % (name, r, peers[r], fd))
             peers[r] = fd
         missing = sorted(set(range(world)) - {rank} - set(peers))
         if missing:
             raise MercuryTorchError(
-                "channel %d: no socket to rank(s) %s appeared during "
-                "new_group(); cannot tag this group" % (k + 1, missing))
+                "%s: no socket to rank(s) %s appeared during "
+                "new_group(); cannot tag this group" % (name, missing))
         for fd in peers.values():
             try:
-                tagger.tag(fd, k + 1)
+                tagger.tag(fd, tag)
             except mercury.MercuryError as e:
-                raise MercuryTorchError("channel %d: tagging fd %d: %s"
-                                        % (k + 1, fd, e)) from None
-        channels.append(Channel(k + 1, group, peers, _serial[0],
+                raise MercuryTorchError("%s: tagging fd %d: %s"
+                                        % (name, fd, e)) from None
+        channels.append(Channel(tag, group, peers, _serial[0],
                                 {r: links[fd] for r, fd in peers.items()}))
     return channels, tagger

@@ -196,6 +196,7 @@ class _Engine:
         self.params = [(n, p) for n, p in model.named_parameters()
                        if p.requires_grad]
         self.names = {id(p): n for n, p in self.params}
+        self.index = {id(p): i for i, (_, p) in enumerate(self.params)}
         in_opt = {id(p) for g in opt.param_groups for p in g["params"]}
         for n, p in self.params:
             if id(p) not in in_opt:
@@ -225,7 +226,12 @@ class _Engine:
 
         self.channels, self.tagger = open_channels(
             channels, tag_source=tag_source or "dscp", shift=shift,
-            mask=mask, timeout=self.timeout, from_env=tag_source is None)
+            mask=mask, timeout=self.timeout, from_env=tag_source is None,
+            control=True)
+        # The per-iteration check that every rank all-reduced the same
+        # gradients (_start_check) has a group of its own: on a channel,
+        # it would pair with whatever a rank that differs sent there.
+        self.control = self.channels.pop()
         self.beat_key = "mercury.torch/beat/%d/" % self.channels[0].serial
         self._probe_wire_type(compression)
         self._sync_start()
@@ -248,6 +254,8 @@ class _Engine:
         # iteration the network did not hide behind compute.
         self.wait_seconds = 0.0
         self.failed = None
+        self.reduced = []       # id(param) of each all-reduce since step()
+        self.check = None       # the last step()'s check, not yet verified
         self.handles = []
         self.accs = []
         self._install()
@@ -298,7 +306,7 @@ class _Engine:
                             group=self.channels[0].group)
         except RuntimeError as e:
             # Every rank fails here alike: no group is left half used.
-            for c in self.channels:
+            for c in self.channels + [self.control]:
                 dist.destroy_process_group(c.group)
                 c.close()
             self.channels = []
@@ -402,6 +410,7 @@ class _Engine:
 
     def _root_pre(self, module, args):
         self._check_failed()
+        self._verify(block=False)
         if self.observing:
             self._observe_stop(False)   # that forward raised
         self.iteration += 1
@@ -459,6 +468,7 @@ class _Engine:
             self.settle_all()
 
     def _root_post(self, module, args, out):
+        self._verify(block=True)
         if self.observing:
             self._observe_stop(True)
         if self.measuring:
@@ -509,6 +519,7 @@ class _Engine:
                 # all-reduce in the narrow type, cast back (_reduced()).
                 wire = g.to(self.wire_dtype).div_(self.world)
                 work = dist.all_reduce(wire, group=ch.group, async_op=True)
+            self.reduced.append(pid)
             e = _Pending(p, g, work, ch, None, wire)
             e.ph = _in_flight(self, e)
             # zero_grad() or the next backward must not touch what the
@@ -541,7 +552,8 @@ class _Engine:
 
     def _diagnose(self, ch, what, exc):
         """A PeerError naming the rank(s) to blame."""
-        dead = sorted({r for c in self.channels for r in c.dead_peers()})
+        dead = sorted({r for c in self.channels + [self.control]
+                       for r in c.dead_peers()})
         head = ("mercury.torch: rank %d: %s on channel %d failed"
                 % (self.rank, what, ch.tag))
         if dead:
@@ -575,6 +587,12 @@ class _Engine:
         """Wait for entries' all-reduces (or take the finished ones) and,
         if step() was asked for, step their parameters."""
         self._check_failed()
+        if block and self.check is not None and not all(
+                e.work.is_completed() for e in entries):
+            # Wait for a gradient only once all ranks are known to have
+            # sent the same ones: one that another rank never sends
+            # would otherwise be waited for until the timeout.
+            self._verify(block=True)
         done = []
         for e in entries:
             if not block and not e.work.is_completed():
@@ -684,9 +702,75 @@ class _Engine:
         extra = [p for g in self.opt.param_groups for p in g["params"]
                  if id(p) not in self.pending and p.grad is not None]
         self._base_step(extra)
+        self._start_check()
         if self.pending:
             self.step_requested = True
             self._settle(list(self.pending.values()), block=False)
+
+    # ---- the same gradients on every rank -----------------------------------
+
+    def _sequence(self, pids):
+        """The all-reduces of pids, in order, per channel: what must be
+        equal on every rank for the channels' collectives to pair up."""
+        seq = {}
+        for pid in pids:
+            seq.setdefault(self.chan[pid], []).append(self.index[pid])
+        return sorted(seq.items())
+
+    def _start_check(self):
+        """Compare this iteration's all-reduces across ranks, in the
+        background: the maximum of (d, -d) over ranks, for a digest d of
+        the sequence, is (d, -d) on every rank only if all digests are
+        equal. Python hashes ints and tuples of them alike in every
+        process (only str hashes are salted)."""
+        if self.check is not None:
+            self._verify(block=True)    # step() twice without a forward
+        seq = self._sequence(self.reduced)
+        d = hash(tuple((t, tuple(v)) for t, v in seq))
+        t = torch.tensor([d, -d], dtype=torch.int64)
+        work = dist.all_reduce(t, op=dist.ReduceOp.MAX,
+                               group=self.control.group, async_op=True)
+        self.check = (work, t, d, self.reduced, self.iteration)
+        self.reduced = []
+
+    def _verify(self, block):
+        """Raise if the last step()'s check found ranks that differ (with
+        block, wait for it; else only if it has finished)."""
+        if self.check is None:
+            return
+        work, t, d, pids, it = self.check
+        if not block and not work.is_completed():
+            return
+        self.check = None
+        self._wait(work, self.control, "the gradient check")
+        if t[0].item() != d or t[1].item() != -d:
+            self._fail(self._sequence_error(pids, it))
+
+    def _sequence_error(self, pids, it):
+        """The error that names what differs, from every rank's sequence
+        (through the store: this happens once, when training is over)."""
+        names = [[t, [self.params[i][0] for i in v]]
+                 for t, v in self._sequence(pids)]
+        prefix = "mercury.torch/sequence/%d/%d/" % (self.control.serial, it)
+        head = ("mercury.torch: rank %d: iteration %d: the ranks all-reduced "
+                "different gradients; every rank must produce the same "
+                "ones in the same order (DDP's rule without "
+                "find_unused_parameters), and the replicas may now differ"
+                % (self.rank, it))
+        try:
+            self.store.set(prefix + str(self.rank), json.dumps(names))
+            keys = [prefix + str(r) for r in range(self.world)]
+            self.store.wait(keys, self.td)
+            seqs = [dict((t, v) for t, v in json.loads(self.store.get(k)))
+                    for k in keys]
+        except RuntimeError as e:
+            return MercuryTorchError("%s (the store could not say which: "
+                                     "%s)" % (head, e))
+        for r in range(1, self.world):
+            why = _sequence_difference(seqs[0], seqs[r], r)
+            if why:
+                return MercuryTorchError("%s: %s" % (head, why))
+        return MercuryTorchError(head)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -701,6 +785,7 @@ class _Engine:
     def synchronize(self):
         """Finish every pending all-reduce and step (end of training,
         before evaluating or saving)."""
+        self._verify(block=True)
         self.settle_all()
         if self.pending:
             raise MercuryTorchError(
@@ -723,9 +808,9 @@ class _Engine:
             self._wait(dist.barrier(group=self.channels[0].group,
                                     async_op=True), self.channels[0],
                        "close")
-            for c in self.channels:
+            for c in self.channels + [self.control]:
                 dist.destroy_process_group(c.group)
-        for c in self.channels:
+        for c in self.channels + [self.control]:
             c.close()
         self.channels = []
 
@@ -740,6 +825,27 @@ class _Engine:
 
 
 _check_serial = [0]
+
+
+def _sequence_difference(a, b, r):
+    """How rank r's all-reduces b ({channel: [names]}) differ from rank
+    0's a, or None."""
+    for t in sorted(set(a) | set(b)):
+        x, y = a.get(t, []), b.get(t, [])
+        for n in x:
+            if n not in y:
+                return ("parameter %r had a gradient on rank 0 and none on "
+                        "rank %d" % (n, r))
+        for n in y:
+            if n not in x:
+                return ("parameter %r had a gradient on rank %d and none on "
+                        "rank 0" % (n, r))
+        for i, (n, m) in enumerate(zip(x, y)):
+            if n != m:
+                return ("channel %s: rank 0 all-reduced %r where rank %d "
+                        "all-reduced %r (gradients in another order)"
+                        % (t, n, r, m))
+    return None
 
 _OPTION_TEXT = {"channels": "channels", "tag_source": "tag_source",
                 "shift": "shift", "mask": "mask",
