@@ -69,4 +69,43 @@ void mt_plot_label(FILE *f, const char *s);
 int mt_parse_rate(const char *s, int bare_ok, double *bps, char *err,
 		  size_t errlen);
 
+/*
+ * The network: one owner of the rule (net.c) for mercury-place's
+ * scheduler, its pipeline model and mercury-sim.  Each device is behind
+ * one full-duplex NIC (its own, or its host's): a transfer a -> b holds
+ * a's NIC egress and b's NIC ingress together (each serves one transfer
+ * at a time) for lat + bytes / min(the two rates).  Only pairs given a
+ * link (link_Bps > 0: NVLink, or every pair of a per-pair cluster) have
+ * their own link each direction instead, shared with nothing.
+ */
+struct mt_net {
+	int ndev;		/* devices */
+	int nnic;		/* NICs (devices, or hosts) */
+	int *nic;		/* per device: its NIC, 0..nnic-1 */
+	double *nic_Bps;	/* per NIC, each direction, bytes/s */
+	double *nic_lat_s;	/* per NIC, seconds */
+	double *link_Bps;	/* ndev*ndev [a*ndev+b]; 0: through the NICs */
+	double *link_lat_s;	/* ndev*ndev */
+};
+
+enum { MT_ROUTE_NONE, MT_ROUTE_NIC, MT_ROUTE_LINK };
+
+struct mt_route {
+	int kind;		/* MT_ROUTE_*; NONE: a == b */
+	int egress, ingress;	/* NIC indices (MT_ROUTE_NIC), else -1 */
+	double Bps, lat_s;	/* the transfer's rate and latency */
+};
+
+/* Every device on its own NIC (rates 0: the caller fills them). */
+int mt_net_init(struct mt_net *n, int ndev);
+void mt_net_free(struct mt_net *n);
+/* What a transfer from device a to b holds, and at which rate. */
+int mt_net_route(const struct mt_net *n, int a, int b, struct mt_route *r);
+/*
+ * The same rule in the fluid limit: each of `senders` NICs spreads its
+ * bytes evenly over `receivers` NICs, all at once; the rate one sender
+ * gets (every receiver's ingress is shared by senders / receivers flows).
+ */
+double mt_net_spread_Bps(double nic_Bps, double senders, double receivers);
+
 #endif

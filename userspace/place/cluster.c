@@ -5,8 +5,15 @@
  *    "network": {"bandwidth_Bps": 1.25e10, "latency_s": 1e-5},
  *    "links": [{"src": "gpu0", "dst": "gpu1", "bandwidth_Bps": 4.5e11,
  *               "latency_s": 2e-6}]}
- * "speed" defaults to 1.0; "links" is optional and overrides the network
- * for that pair in both directions (NVLink inside a node, for example).
+ * "speed" defaults to 1.0.  The network is one NIC per device, full duplex
+ * at bandwidth_Bps each direction (userspace/common/net.c owns the rule):
+ * a device's sends queue on its NIC's egress, its receives on its ingress.
+ * A device may name a "host": the devices of one host share its NIC.
+ * "links" is optional: each entry gives that pair its own link in both
+ * directions, shared with nothing (NVLink inside a host, for example).
+ * "network": {"per_pair": true} gives every pair its own link at the
+ * network's rate (the model before NICs: a device feeds all its peers at
+ * once).
  */
 #include <errno.h>
 #include <math.h>
@@ -28,6 +35,7 @@ void mp_cluster_free(struct mp_cluster *c)
 	free(c->dev);
 	free(c->bw);
 	free(c->lat);
+	mt_net_free(&c->net);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -48,6 +56,14 @@ static int num(struct json_object *o, const char *key, double *out)
 static void set_uniform(struct mp_cluster *c)
 {
 	c->uniform = 1;
+	/* shared NICs or some dedicated links: devices are not alike */
+	for (int i = 0; i < c->d && !c->per_pair; i++) {
+		if (c->net.nic[i] != i)
+			c->uniform = 0;
+		for (int j = 0; j < c->d; j++)
+			if (c->net.link_Bps[i * c->d + j] > 0)
+				c->uniform = 0;
+	}
 	for (int i = 0; i < c->d; i++) {
 		if (c->dev[i].speed != c->dev[0].speed ||
 		    c->dev[i].memory_bytes != c->dev[0].memory_bytes)
@@ -77,12 +93,41 @@ int mp_cluster_make(struct mp_cluster *c, int d, double mem, double speed,
 		c->dev[i].memory_bytes = mem;
 		c->dev[i].speed = speed;
 	}
-	for (int i = 0; i < d * d; i++) {
-		c->bw[i] = bw;
-		c->lat[i] = lat;
+	if (mt_net_init(&c->net, d))
+		abort();
+	for (int i = 0; i < d; i++) {
+		c->net.nic_Bps[i] = bw;
+		c->net.nic_lat_s[i] = lat;
 	}
-	set_uniform(c);
+	mp_cluster_routes(c);
 	return 0;
+}
+
+/* bw/lat per pair from the rule; uniform from the result. */
+void mp_cluster_routes(struct mp_cluster *c)
+{
+	int d = c->d;
+
+	for (int a = 0; a < d; a++)
+		for (int b = 0; b < d; b++) {
+			struct mt_route r;
+
+			if (c->per_pair && a != b &&
+			    !(c->net.link_Bps[a * d + b] > 0)) {
+				c->net.link_Bps[a * d + b] =
+					c->net.nic_Bps[c->net.nic[a]];
+				c->net.link_lat_s[a * d + b] =
+					c->net.nic_lat_s[c->net.nic[a]];
+			}
+			mt_net_route(&c->net, a, b, &r);
+			if (a == b) {	/* never used for a transfer */
+				r.Bps = c->net.nic_Bps[c->net.nic[a]];
+				r.lat_s = c->net.nic_lat_s[c->net.nic[a]];
+			}
+			c->bw[a * d + b] = r.Bps;
+			c->lat[a * d + b] = r.lat_s;
+		}
+	set_uniform(c);
 }
 
 static int dev_idx(const struct mp_cluster *c, const char *name)
@@ -122,6 +167,16 @@ static int parse_obj(struct json_object *root, struct mp_cluster *c,
 		return mp_set_err(err, -EINVAL,
 				  "cluster: network.latency_s must be a number >= 0");
 	mp_cluster_make(c, d, 1, 1, bw, lat);
+	{
+		struct json_object *pp;
+
+		if (json_object_object_get_ex(net, "per_pair", &pp)) {
+			if (!json_object_is_type(pp, json_type_boolean))
+				return mp_set_err(err, -EINVAL,
+						  "cluster: network.per_pair must be true or false");
+			c->per_pair = json_object_get_boolean(pp);
+		}
+	}
 	for (int i = 0; i < d; i++) {
 		struct json_object *o = json_object_array_get_idx(devs, i);
 		struct json_object *nv;
@@ -150,6 +205,29 @@ static int parse_obj(struct json_object *root, struct mp_cluster *c,
 		c->dev[i].name = mp_strdup(name);
 		c->dev[i].memory_bytes = mem;
 		c->dev[i].speed = sp;
+		if (json_object_object_get_ex(o, "host", &nv)) {
+			const char *h;
+
+			if (!json_object_is_type(nv, json_type_string))
+				return mp_set_err(err, -EINVAL,
+						  "cluster: device %s: host must be a string",
+						  name);
+			/* the NIC of the first device of that host */
+			h = json_object_get_string(nv);
+			c->net.nic[i] = i;
+			for (int k = 0; k < i; k++) {
+				struct json_object *ok =
+					json_object_array_get_idx(devs, k);
+				struct json_object *hk;
+
+				if (json_object_object_get_ex(ok, "host", &hk) &&
+				    json_object_is_type(hk, json_type_string) &&
+				    !strcmp(json_object_get_string(hk), h)) {
+					c->net.nic[i] = c->net.nic[k];
+					break;
+				}
+			}
+		}
 	}
 	if (json_object_object_get_ex(root, "links", &links) && links) {
 		if (!json_object_is_type(links, json_type_array))
@@ -174,11 +252,12 @@ static int parse_obj(struct json_object *root, struct mp_cluster *c,
 				return mp_set_err(err, -EINVAL,
 						  "cluster: links[%zu]: bandwidth_Bps > 0 and latency_s >= 0 required",
 						  i);
-			c->bw[a * d + b] = c->bw[b * d + a] = lbw;
-			c->lat[a * d + b] = c->lat[b * d + a] = llat;
+			c->net.link_Bps[a * d + b] = c->net.link_Bps[b * d + a] = lbw;
+			c->net.link_lat_s[a * d + b] = llat;
+			c->net.link_lat_s[b * d + a] = llat;
 		}
 	}
-	set_uniform(c);
+	mp_cluster_routes(c);
 	return 0;
 }
 

@@ -748,7 +748,8 @@ static int bench_regime(char **files, int nf, int small, FILE *dat,
 					       pp.period_ms, rows[0].ok ?
 					       rows[0].step_ms / pp.period_ms : 0,
 					       mp_now_ms() - t0,
-					       pp.stash_limited ? " *" : "");
+					       pp.stash_limited || pp.nic_limited ?
+					       " *" : "");
 					mp_pipe_free(&pp);
 				}
 			}
@@ -814,7 +815,7 @@ static int cmd_bench(int argc, char **argv)
 	printf("Step time / lower bound per algorithm (1.0 = provably optimal); '-' = could not place.\n"
 	       "verdict: mercury against the best baseline (ok>5%%: as good, more than 5%% above the bound).\n"
 	       "pipe_ms: the pipelined period per batch (Mercury's model, same cluster), xstep: mercury's\n"
-	       "unpipelined step / pipe_ms, * = period simulated (memory limits the stash).\n");
+	       "unpipelined step / pipe_ms, * = period simulated (memory limits the stash, or the NICs' queues).\n");
 	bench_regime(files, nf, 0, dat, &cases, &wins, &within5, &ran);
 	bench_regime(files, nf, 1, dat, &cases, &wins, &within5, &ran);
 	fclose(dat);
@@ -885,6 +886,9 @@ static void pipe_print(const struct mp_graph *g, const struct mp_pipe *p,
 	if (p->stash_limited)
 		printf("memory keeps some stage below the micro-batches in flight that would keep it busy: period simulated (%s schedule)\n",
 		       p->greedy ? "backward-first" : "strict 1F1B");
+	if (p->nic_limited)
+		printf("the NICs' queues keep the schedule above the formula's period: period simulated (%s schedule)\n",
+		       p->greedy ? "backward-first" : "strict 1F1B");
 	printf("%5s %6s %6s %8s %10s %10s %10s %10s %8s %6s %9s\n", "stage", "nodes",
 	       "repl", "devices", "compute_ms", "time_ms", "link_ms",
 	       "mem_GB", "stashed", "needs", "loop_ms");
@@ -919,6 +923,8 @@ static struct json_object *pipe_json(const struct mp_graph *g,
 	json_object_object_add(o, "period_ms", json_object_new_double(p->period_ms));
 	json_object_object_add(o, "stash_limited",
 			       json_object_new_boolean(p->stash_limited));
+	json_object_object_add(o, "nic_limited",
+			       json_object_new_boolean(p->nic_limited));
 	json_object_object_add(o, "schedule",
 			       json_object_new_string(p->greedy ? "backward-first" : "1f1b"));
 	json_object_object_add(o, "microbatches_per_s",
@@ -1151,7 +1157,7 @@ static int cmd_pipedream(int argc, char **argv)
 	}
 	printf("rows below PipeDream's figure (by more than 0.5%%): %d\n", worse);
 
-	printf("\nThe same partitioner under Mercury's model (every crossing activation, directed links, overlapped ring all-reduce), %.4g B/s, 10 us:\n", bw);
+	printf("\nThe same partitioner under Mercury's model (every crossing activation, one full-duplex NIC per device carrying the cuts and the overlapped ring all-reduce), %.4g B/s, 10 us:\n", bw);
 	printf("%-14s %2s | %-13s | %-16s %-8s | %-16s %-8s %s\n", "model", "M",
 	       "PD model", "no memory", "DP", "16 GB", "DP", "stages/in flight (16 GB)");
 	for (size_t i = 0; i < sizeof(pdrefs) / sizeof(pdrefs[0]); i++) {
@@ -1187,7 +1193,8 @@ static int cmd_pipedream(int argc, char **argv)
 			else
 				printf(" %5.2fx (%d)%s     %5.2fx%s | %d/%d\n",
 				       d.speedup, d.nstages,
-				       d.stash_limited ? "*" : " ",
+				       d.stash_limited || d.nic_limited ?
+				       "*" : " ",
 				       d.single_ms / d.dp_ms,
 				       d.dp_fits ? " " : "!", d.nstages,
 				       d.microbatches);
@@ -1202,7 +1209,7 @@ static int cmd_pipedream(int argc, char **argv)
 		}
 		mp_graph_free(&g);
 	}
-	printf("* period simulated (memory limits the stash); ! a whole replica does not fit in 16 GB\n");
+	printf("* period simulated (memory limits the stash, or the NICs' queues); ! a whole replica does not fit in 16 GB\n");
 	if (unread)
 		return fail(1, "%d of %zu PipeDream graphs could not be read",
 			    unread, sizeof(pdrefs) / sizeof(pdrefs[0]));

@@ -28,11 +28,20 @@
  *  - Mercury's (the default): the exchange between replicas is a ring
  *    all-reduce, 2 (r-1) P / (r B), on the device's own port, overlapping
  *    compute (gradients leave as they become ready, in the plan's order),
- *    so a stage takes max(C, AR) / r; a cut carries X forward on one
- *    directed link and its gradient back on the other; micro-batch i runs
- *    on replica i mod r of every stage, so a cut between r1 and r2 replicas
- *    spreads over lcm(r1, r2) links and costs (latency + X / B) /
- *    lcm(r1, r2); every device's memory is checked (below).
+ *    so a stage takes max(C, AR) / r; micro-batch i runs on replica i mod r
+ *    of every stage.  The network is the tools' rule (mt_net_route(),
+ *    userspace/common/net.c): one full-duplex NIC per device.  A replica's
+ *    NIC egress sends, per micro-batch it runs, the activations of the cut
+ *    after it and the gradient of the cut before it, and its ingress
+ *    receives as much; the all-reduce (AR) shares them.  So a stage takes
+ *    max(C, AR + N) / r with N = (latency + X_in / B) + (latency +
+ *    X_out / B) (each term where that cut exists), and a cut alone costs
+ *    (latency + X / B) / min(r1, r2).  Under a per-pair cluster
+ *    (network.per_pair) each directed pair has its own link instead: a
+ *    cut carries X forward on one and its gradient back on the other,
+ *    spread over lcm(r1, r2) links, (latency + X / B) / lcm(r1, r2), and
+ *    a stage takes max(C, AR) / r.  Every device's memory is checked
+ *    (below).
  *
  * Memory of a stage replica with w micro-batches in flight (1F1B: w =
  * ceil(machines from this stage to the end / r)): 3 P (weights, gradients,
@@ -44,8 +53,9 @@
  *
  * mp_pipe_sim() runs the plan through the timing engine (sched.c): F and B
  * units per micro-batch and replica in strict 1F1B order (w forwards, then
- * one backward and one forward in turn), transfers on the directed links,
- * all-reduces on the port (the self link, which no transfer uses).  With
+ * one backward and one forward in turn), transfers on the NICs (or the
+ * directed links of a per-pair cluster), all-reduces on each replica's NIC
+ * (per-pair: on the self link, which no transfer uses).  With
  * enough stash the steady-state period it measures agrees with the
  * prediction.  Where memory keeps a stage's stash below what covers its
  * loop (Little's law), the period depends on the schedule: the solver then
@@ -197,6 +207,7 @@ struct pctx {
 	double lat;		/* ms */
 	double mem;		/* bytes per device */
 	int M;
+	int nic;		/* Mercury's model through one NIC per device */
 };
 
 /* Time per micro-batch of the stretch [k, j) on r replicas. */
@@ -209,6 +220,13 @@ static double stage_t(const struct pctx *x, int k, int j, int r)
 	{
 		double ar = 2.0 * (r - 1) * P / (r * x->B);
 
+		/* the NIC: both cuts' tensors, each way, and the all-reduce */
+		if (x->nic) {
+			if (k > 0)
+				ar += x->lat + x->pc->X[k] / x->B;
+			if (j < x->pc->n)
+				ar += x->lat + x->pc->X[j] / x->B;
+		}
 		return (C > ar ? C : ar) / r;
 	}
 }
@@ -217,6 +235,8 @@ static double link_t(const struct pctx *x, int k, int rp, int r)
 {
 	if (x->o->pipedream)
 		return 2.0 * x->pc->X[k] / (x->B * (rp < r ? rp : r));
+	if (x->nic)
+		return (x->lat + x->pc->X[k] / x->B) / (rp < r ? rp : r);
 	return (x->lat + x->pc->X[k] / x->B) / lcm(rp, r);
 }
 
@@ -427,6 +447,10 @@ static void fill_stages(const struct pctx *x, struct mp_pipe *p)
 					rt += 2 * (x->lat + p->st[t].in_bytes / x->B);
 					/* a busy device: one task's wait each way */
 					wait += p->st[t].compute_ms;
+					/* a busy NIC: one transfer's each way */
+					if (x->nic)
+						wait += 2 * (x->lat +
+							     p->st[t].in_bytes / x->B);
 				}
 			}
 			st->loop_ms = rt;
@@ -472,6 +496,47 @@ static void fill_stages(const struct pctx *x, struct mp_pipe *p)
 	p->microbatches = p->nstages ? p->st[0].in_flight : 0;
 }
 
+/*
+ * The simulated period the solver reports: 256 micro-batches; on NICs the
+ * larger of 256 and 512, since big transfers on a busy NIC keep the
+ * measured rate moving with the run's length (PipeDream's VGG-16 on 4 x
+ * 16 GB at 1.25 GB/s: 404 to 438 ms between 256 and 2048): an upper
+ * bound rather than one sample.
+ */
+static int sim_period(const struct mp_graph *g, const struct mp_cluster *c,
+		      const struct mp_pipe_opts *o, const struct mp_pipe *p,
+		      int nic, double *t)
+{
+	double t2;
+	int ret = mp_pipe_sim(g, c, o, p, 256, t, NULL);
+
+	if (ret || !nic)
+		return ret;
+	ret = mp_pipe_sim(g, c, o, p, 512, &t2, NULL);
+	if (!ret && t2 > *t)
+		*t = t2;
+	return ret;
+}
+
+/* The faster of strict 1F1B and backward-first: its period, *bg which. */
+static double best_schedule(const struct mp_graph *g,
+			    const struct mp_cluster *c,
+			    const struct mp_pipe_opts *o, struct mp_pipe *p,
+			    int nic, int *bg)
+{
+	double best = DBL_MAX, t;
+
+	*bg = 0;
+	for (int gr = 0; gr < 2; gr++) {
+		p->greedy = gr;
+		if (!sim_period(g, c, o, p, nic, &t) && t < best) {
+			best = t;
+			*bg = gr;
+		}
+	}
+	return best;
+}
+
 int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
 		  const struct mp_pipe_opts *o, struct mp_pipe *p,
 		  struct mp_err *err)
@@ -498,6 +563,7 @@ int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
 	x.mem = c->dev[0].memory_bytes;
 	x.B = (c->d > 1 ? c->bw[1] : 1.25e9) / 1e3;
 	x.lat = (c->d > 1 ? c->lat[1] : 0) * 1e3;
+	x.nic = !c->per_pair;
 	if (o->bandwidth_Bps > 0)
 		x.B = o->bandwidth_Bps / 1e3;
 	for (int v = 0; v < g->n; v++)
@@ -552,6 +618,7 @@ int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
 		for (int s = 0; s < p->nstages; s++)
 			for (int i = p->st[s].first; i < p->st[s].end; i++)
 				p->stage_of[p->order[i]] = s;
+		p->formula_ms = p->period_ms;
 		if (p->stash_limited && !o->pipedream) {
 			/*
 			 * Short of stash the rate depends on how the devices
@@ -559,20 +626,32 @@ int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
 			 * engine and keep the faster; the period is then the
 			 * simulated one.
 			 */
-			double best_sim = DBL_MAX, t;
-			int bg = 0;
+			int bg;
+			double best_sim = best_schedule(g, c, o, p, x.nic, &bg);
 
-			for (int gr = 0; gr < 2; gr++) {
-				p->greedy = gr;
-				if (!mp_pipe_sim(g, c, o, p, 256, &t, NULL) &&
-				    t < best_sim) {
-					best_sim = t;
-					bg = gr;
-				}
-			}
 			p->greedy = bg;
 			if (best_sim < DBL_MAX)
 				p->period_ms = best_sim;
+		} else if (!o->pipedream && x.nic && p->nstages > 1) {
+			/*
+			 * On NICs the formula is the fluid bound: each NIC
+			 * direction carries its stage's cuts.  A transfer
+			 * holds the sender's egress and the receiver's
+			 * ingress together, so where neighbouring stages'
+			 * NICs are busy they wait for each other and the
+			 * engine's schedules fall short of it.  Measure
+			 * both; where the faster is more than 1% slower,
+			 * the period is the simulated one.
+			 */
+			int bg;
+			double best_sim = best_schedule(g, c, o, p, 1, &bg);
+
+			p->greedy = 0;
+			if (best_sim < DBL_MAX && best_sim > 1.01 * p->period_ms) {
+				p->greedy = bg;
+				p->period_ms = best_sim;
+				p->nic_limited = 1;
+			}
 		}
 		p->speedup = p->single_ms / p->period_ms;
 	}
@@ -591,6 +670,13 @@ int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
  * A replicated stage all-reduces once per round of r_s micro-batches on each
  * replica's port, after all r_s backwards of the round.
  */
+/* An all-reduce on a NIC in pieces of about AR_PIECE_MS. */
+#define AR_PIECE_MS 0.25
+#define AR_MAX_PIECES 32
+#define AR_PIECES(ms) ((ms) / AR_PIECE_MS >= AR_MAX_PIECES ? AR_MAX_PIECES : \
+		       (int)ceil((ms) / AR_PIECE_MS) > 1 ?			\
+		       (int)ceil((ms) / AR_PIECE_MS) : 1)
+
 int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
 		const struct mp_pipe_opts *o, const struct mp_pipe *p,
 		int nmb, double *period_ms, struct mp_err *err)
@@ -599,7 +685,7 @@ int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
 	double B = (o->bandwidth_Bps > 0 ? o->bandwidth_Bps :
 		    (D > 1 ? c->bw[1] : 1.25e9)) / 1e3;
 	double lat = (D > 1 ? c->lat[1] : 0) * 1e3, t0, t1;
-	int *F, *Bw, *XF, *XB, *pa, *pb, ret = 0, half, L = 1;
+	int *F, *Bw, *XF, *XB, *pa, *pb, *arlast, ret = 0, half, L = 1;
 	struct mp_units U = { 0 };
 	struct mp_sched Sd;
 
@@ -613,21 +699,23 @@ int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
 	nmb = (nmb + L - 1) / L * L;
 	if (nmb < 8 * L)
 		nmb = 8 * L;
-	cap = nmb * S * 4 + nmb * S + 8;
+	cap = nmb * S * 4 + nmb * S * (c->per_pair ? 1 : 2 * AR_MAX_PIECES + 1) + 8;
 	pcap = cap * 6;
 	U.u = mp_calloc(cap, sizeof(*U.u));
 	pa = mp_calloc(pcap, sizeof(int));
+	arlast = mp_calloc(cap, sizeof(int));	/* an all-reduce's last piece */
 	pb = mp_calloc(pcap, sizeof(int));
 	F = mp_calloc(nmb * S, sizeof(int));
 	Bw = mp_calloc(nmb * S, sizeof(int));
 	XF = mp_calloc(nmb * S, sizeof(int));
 	XB = mp_calloc(nmb * S, sizeof(int));
 	U.ndev = D;
-	U.nres = D + D * D;
+	U.nres = MP_NRES(c);
 #define ADD(kind_, res_, dur_, prio_) ({				\
 		struct mp_unit *_u = &U.u[nu];				\
 		_u->kind = (kind_);					\
 		_u->res = (res_);					\
+		_u->res2 = -1;						\
 		_u->dur = (dur_);					\
 		_u->prio = (prio_);					\
 		_u->node = -1;						\
@@ -668,11 +756,11 @@ int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
 				double ms = lat + nx->in_bytes / B;
 
 				XF[i * S + s] = nu;
-				ADD(MP_U_XFWD, MP_LINK(c, dev, d2), ms,
-				    -(double)i);
+				ADD(MP_U_XFWD, -1, ms, -(double)i);
+				mp_xfer_res(c, &U.u[nu - 1], dev, d2);
 				XB[i * S + s] = nu;
-				ADD(MP_U_XBWD, MP_LINK(c, d2, dev), ms,
-				    1e12 - (double)i);
+				ADD(MP_U_XBWD, -1, ms, 1e12 - (double)i);
+				mp_xfer_res(c, &U.u[nu - 1], d2, dev);
 				DEP(F[i * S + s], XF[i * S + s]);
 				DEP(XF[i * S + s], F[i * S + s + 1]);
 				DEP(Bw[i * S + s + 1], XB[i * S + s]);
@@ -691,14 +779,52 @@ int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
 					    st->param_bytes /
 					    (st->replicas * B);
 
+				/*
+				 * On a NIC the exchange shares the port with
+				 * the activations and gradients: a ring
+				 * all-reduce sends ar on the egress and
+				 * receives ar on the ingress, independently
+				 * (full duplex), in pieces, after every tensor
+				 * of the pipeline (the lowest priority, as
+				 * Mercury's exchange yields to what is needed
+				 * sooner), so that it fills the NIC's idle
+				 * time rather than hold back the next
+				 * micro-batch.  A join unit marks its end.
+				 */
+				int pcs = AR_PIECES(ar);
+
 				for (int q = 0; q < st->replicas; q++) {
 					int d = st->device0 + q;
-					int x = nu;
+					int x = nu, first[2], last[2];
 
-					ADD(MP_U_XTIE, MP_LINK(c, d, d), ar,
-					    -(double)i);
-					for (int z = 0; z < st->replicas; z++)
-						DEP(Bw[(i - z) * S + s], x);
+					if (c->per_pair) {
+						ADD(MP_U_XTIE, MP_LINK(c, d, d), ar,
+						    -(double)i);
+						arlast[x] = x;
+						for (int z = 0; z < st->replicas; z++)
+							DEP(Bw[(i - z) * S + s], x);
+						continue;
+					}
+					for (int way = 0; way < 2; way++) {
+						first[way] = nu;
+						for (int z = 0; z < pcs; z++) {
+							ADD(MP_U_XTIE, -1, ar / pcs,
+							    -1e9 - (double)i);
+							mp_port_res(c, &U.u[nu - 1], d,
+								    way);
+							if (z)
+								DEP(nu - 2, nu - 1);
+						}
+						last[way] = nu - 1;
+						for (int z = 0; z < st->replicas; z++)
+							DEP(Bw[(i - z) * S + s],
+							    first[way]);
+					}
+					x = nu;
+					ADD(MP_U_XTIE, -1, 0, 0);	/* the join */
+					DEP(last[0], x);
+					DEP(last[1], x);
+					arlast[first[0]] = arlast[first[1]] = x;
 				}
 			}
 			if (nu + 8 >= cap || np + 8 * st->replicas >= pcap)
@@ -779,8 +905,8 @@ int mp_pipe_sim(const struct mp_graph *g, const struct mp_cluster *c,
 				for (int q = U.succ_off[Bw[i * S + s]];
 				     q < U.succ_off[Bw[i * S + s] + 1]; q++)
 					if (U.u[U.succ[q]].kind == MP_U_XTIE &&
-					    U.u[U.succ[q]].finish > f)
-						f = U.u[U.succ[q]].finish;
+					    U.u[arlast[U.succ[q]]].finish > f)
+						f = U.u[arlast[U.succ[q]]].finish;
 			if (k == k1 && f > t0)
 				t0 = f;
 			if (k == k2 && f > t1)
@@ -797,6 +923,7 @@ out:
 	free(XB);
 	free(pa);
 	free(pb);
+	free(arlast);
 	mp_units_free(&U);
 	return ret;
 }

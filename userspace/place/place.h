@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tools.h"		/* struct mt_net: the network rule */
+
 #define MP_ERRLEN 512
 
 struct mp_err {
@@ -113,9 +115,13 @@ struct mp_device {
 struct mp_cluster {
 	int d;
 	struct mp_device *dev;
-	double *bw;		/* d*d bytes per second, [from*d+to] */
+	double *bw;		/* d*d bytes per second, [from*d+to]: the rate
+				 * of a transfer's route (mt_net_route) */
 	double *lat;		/* d*d seconds */
-	int uniform;		/* all devices and links identical */
+	int uniform;		/* all devices and routes identical, one NIC
+				 * per device (or every pair its own link) */
+	int per_pair;		/* network.per_pair: every pair its own link */
+	struct mt_net net;	/* who holds what: userspace/common/net.c */
 };
 
 int mp_cluster_load(const char *path, struct mp_cluster *c,
@@ -125,6 +131,8 @@ int mp_cluster_parse(const char *text, struct mp_cluster *c,
 int mp_cluster_make(struct mp_cluster *c, int d, double mem, double speed,
 		    double bw, double lat);
 void mp_cluster_free(struct mp_cluster *c);
+/* Rebuild bw/lat and the NICs after devices, rates or links change. */
+void mp_cluster_routes(struct mp_cluster *c);
 /* Transfer time of bytes from device a to b in ms (0 when a == b). */
 double mp_xfer_ms(const struct mp_cluster *c, int a, int b, double bytes);
 double mp_max_speed(const struct mp_cluster *c);
@@ -140,7 +148,10 @@ struct mp_unit {
 	int node;		/* task: node; xfer: producing node */
 	int member;		/* xfer: member whose tensor is carried */
 	int first_dst;		/* xfer: first consuming member */
-	int res;		/* device, MP_LINK(...) or -1 */
+	int res;		/* device, MP_LINK(...), MP_EGRESS(...) or -1 */
+	int res2;		/* a transfer through the NICs: MP_INGRESS(...)
+				 * of the receiver, held with res; else -1 */
+	int src, dst;		/* xfer: sending and receiving devices */
 	double dur;		/* ms */
 	double bytes;		/* xfer bytes */
 	double prio;		/* larger runs first */
@@ -158,6 +169,22 @@ struct mp_units {
 
 /* Resource id of the link from device a to b. */
 #define MP_LINK(c, a, b) ((c)->d + (a) * (c)->d + (b))
+/* Resource ids of NIC k's egress and ingress (k < d: mt_net.nic). */
+#define MP_EGRESS(c, k) ((c)->d + (c)->d * (c)->d + (k))
+#define MP_INGRESS(c, k) ((c)->d + (c)->d * (c)->d + (c)->d + (k))
+#define MP_NRES(c) ((c)->d + (c)->d * (c)->d + 2 * (c)->d)
+
+/*
+ * The resources a transfer from device a to b holds, by the network rule
+ * (mt_net_route(), userspace/common/net.c): a's NIC egress and b's NIC
+ * ingress together, or the pair's own link.  Sets res, res2, src, dst.
+ */
+void mp_xfer_res(const struct mp_cluster *c, struct mp_unit *u, int a, int b);
+/* The port a device exchanges with its data-parallel peers over: its NIC's
+ * egress (way 0: what it sends) or ingress (way 1: what it receives), full
+ * duplex; under per_pair the self link that no transfer uses. */
+void mp_port_res(const struct mp_cluster *c, struct mp_unit *u, int d,
+		 int way);
 
 int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 		   const int *place, struct mp_units *U);
@@ -260,6 +287,10 @@ struct mp_plan {
 	double sim_ms;
 	struct mp_bound lb;
 	double *mem;		/* static memory per device */
+	/* the order each device ran its tasks in the schedule the step time
+	 * assumes: 2 v for F(v), 2 v + 1 for B(v), device d's in
+	 * op[op_off[d]..op_off[d + 1]) */
+	int *op, *op_off;
 	int nprio;
 	struct mp_prio *prio;
 	/* hybrid: this placement replicated over data-parallel nodes */
@@ -368,12 +399,17 @@ struct mp_pipe {
 	int machines_used;
 	int microbatches;	/* in flight at the input stage (NOAM) */
 	double period_ms;	/* predicted time per micro-batch */
+	double formula_ms;	/* the cost model's period (period_ms before
+				 * any simulation: stash or NIC limited) */
 	double single_ms;	/* one device, no pipelining */
 	double dp_ms;		/* data parallelism over all devices */
 	int dp_fits;		/* ... and whether a whole replica fits */
 	double speedup;		/* single_ms / period_ms */
 	int stash_limited;	/* memory kept some stage below its need: the
 				 * period is then simulated, not predicted */
+	int nic_limited;	/* the NICs' queues keep the engine's schedules
+				 * over 1% above the formula: the period is
+				 * simulated */
 	int greedy;		/* schedule: 0 strict 1F1B, 1 backward-first */
 };
 

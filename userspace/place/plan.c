@@ -38,6 +38,8 @@ void mp_plan_free(struct mp_plan *p)
 	free(p->prio);
 	free(p->mem);
 	free(p->xchg_bytes);
+	free(p->op);
+	free(p->op_off);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -120,6 +122,18 @@ int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 				 p->sim_ms, p->step_ms);
 		goto out;
 	}
+	/* each device's task order, as the engine ran it */
+	p->op_off = mp_calloc(c->d + 1, sizeof(int));
+	p->op = mp_calloc(2 * g->n + 1, sizeof(int));
+	for (int d = 0; d < c->d; d++) {
+		p->op_off[d + 1] = p->op_off[d];
+		for (int k = S.order_off[d]; k < S.order_off[d + 1]; k++) {
+			const struct mp_unit *x = &U.u[S.order[k]];
+
+			p->op[p->op_off[d + 1]++] = 2 * x->node +
+						    (x->kind == MP_U_BWD);
+		}
+	}
 	mp_lower_bound(g, c, &p->lb);
 	p->mem = mp_calloc(c->d, sizeof(double));
 	mp_mem_static(g, c, place, p->mem);
@@ -144,10 +158,10 @@ int mp_plan_build(const struct mp_graph *g, const struct mp_cluster *c,
 		if (x->kind == MP_U_XFWD) {
 			q->tensor = fmt_name(prod, "->", cons, "act:");
 			q->src = place[x->node];
-			q->dst = (x->res - c->d) % c->d;
+			q->dst = x->dst;
 		} else {
 			q->tensor = fmt_name(cons, "->", prod, "actgrad:");
-			q->src = (x->res - c->d) / c->d;
+			q->src = x->src;
 			q->dst = place[x->node];
 		}
 		keys[np].p = q;
@@ -302,7 +316,10 @@ static double hybrid_run(const struct mp_plan *p, const struct mp_units *U,
 		x->kind = MP_U_XTIE;
 		x->node = v;
 		x->member = pr->member;
+		/* the port to the other nodes (--bandwidth): the self link,
+		 * apart from the cluster's NICs */
 		x->res = MP_LINK(c, d, d);
+		x->res2 = -1;
 		x->bytes = 2.0 * (p->replicas - 1) / p->replicas * pr->bytes;
 		x->dur = x->bytes / p->dp_bw_Bps * 1e3;
 		/* arrival: backward runs last layers first; ties by readiness */
@@ -540,6 +557,35 @@ int mp_plan_mercury(const struct mp_plan *p, const struct mp_plan_fmt *f,
 	for (int d = 0; d < c->d; d++)
 		json_object_object_add(mem, c->dev[d].name, jbytes(p->mem[d]));
 	add_extra(mp, &ret, "memory_bytes", mem, err);
+	/*
+	 * What the step time assumes: the network it was priced on and,
+	 * per device, the order its tasks ran in ("F:" / "B:" and the
+	 * node's first member).  A runtime that runs each device's tasks
+	 * in this order (and each NIC's transfers by the tags) reproduces
+	 * the step; one that runs whatever is ready may do better or
+	 * worse, one in program order can be slower.
+	 */
+	add_extra(mp, &ret, "network",
+		  json_object_new_string(c->per_pair ? "per_pair" : "nic"), err);
+	if (p->op_off) {
+		struct json_object *oo = json_object_new_object();
+
+		for (int d = 0; d < c->d; d++) {
+			struct json_object *a = json_object_new_array();
+
+			for (int k = p->op_off[d]; k < p->op_off[d + 1]; k++) {
+				int v = p->op[k] / 2;
+				char *nm = fmt_name(p->op[k] % 2 ? "B" : "F", ":",
+						    g->nodes[v].name, "");
+
+				json_object_array_add(a,
+						      json_object_new_string(nm));
+				free(nm);
+			}
+			json_object_object_add(oo, c->dev[d].name, a);
+		}
+		add_extra(mp, &ret, "op_order", oo, err);
+	}
 	if (pipeline)
 		add_extra(mp, &ret, "pipeline", json_object_get(pipeline), err);
 	/* when each tensor is needed, in the priorities' order */

@@ -10,12 +10,16 @@
  *    sent once per (member, destination device) after F(u), and its
  *    gradient goes back once, after every consumer's B on that device has
  *    finished (the consumers' contributions are summed locally first).
- *  - A transfer occupies the directed link (a, b) for latency + bytes / bw;
- *    a link carries one transfer at a time, like a device.
+ *  - A transfer takes latency + bytes / rate and holds what the network
+ *    rule (mt_net_route(), userspace/common/net.c) says: the sender's NIC
+ *    egress and the receiver's NIC ingress together (one NIC per device
+ *    or host, full duplex), or the pair's own link where the cluster
+ *    declares one.  Each of them carries one transfer at a time.
  *  - The loss joins the forward sinks to their backward tasks at no cost.
- * The engine is a work-conserving list scheduler: whenever a device or link
- * is idle it starts the ready unit with the longest remaining critical path
- * (bottom level, without communication).  It records the order each
+ * The engine is a work-conserving list scheduler: whenever a device, link
+ * or NIC is idle it starts the ready unit with the longest remaining
+ * critical path (bottom level, without communication) among those whose
+ * other resource (a transfer's ingress) is idle too.  It records the order each
  * resource ran its units in; sim.c replays exactly those orders.
  */
 #include <errno.h>
@@ -189,10 +193,11 @@ int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 		}
 	bottom_levels(g, c, place, blf, blb);
 	U->ndev = c->d;
-	U->nres = c->d + c->d * c->d;
+	U->nres = MP_NRES(c);
 	for (int v = 0; v < n; v++) {
 		int f = unit_add(U, &cap);
 
+		U->u[f].res2 = -1;
 		U->u[f].kind = MP_U_FWD;
 		U->u[f].node = v;
 		U->u[f].member = -1;
@@ -203,6 +208,7 @@ int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 	for (int v = 0; v < n; v++) {
 		int b = unit_add(U, &cap);
 
+		U->u[b].res2 = -1;
 		U->u[b].kind = MP_U_BWD;
 		U->u[b].node = v;
 		U->u[b].member = -1;
@@ -215,6 +221,7 @@ int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 	U->u[loss].kind = MP_U_LOSS;
 	U->u[loss].node = -1;
 	U->u[loss].res = -1;
+	U->u[loss].res2 = -1;
 	U->u[loss].prio = DBL_MAX;
 	for (int u = 0; u < n; u++) {
 		int ng = 0;
@@ -244,9 +251,9 @@ int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 				grp_d[ng] = d;
 				grp_x[ng++] = xf;
 				U->u[xf].kind = MP_U_XFWD;
-				U->u[xf].res = MP_LINK(c, place[u], d);
+				mp_xfer_res(c, &U->u[xf], place[u], d);
 				U->u[xb].kind = MP_U_XBWD;
-				U->u[xb].res = MP_LINK(c, d, place[u]);
+				mp_xfer_res(c, &U->u[xb], d, place[u]);
 				for (int x = xf; x <= xb; x++) {
 					U->u[x].node = u;
 					U->u[x].member = e->src_member;
@@ -292,7 +299,7 @@ int mp_units_build(const struct mp_graph *g, const struct mp_cluster *c,
 			U->u[x].node = v;
 			U->u[x].member = pa->shared[k];
 			U->u[x].first_dst = pa->member;
-			U->u[x].res = MP_LINK(c, place[v], home);
+			mp_xfer_res(c, &U->u[x], place[v], home);
 			U->u[x].bytes = pa->bytes;
 			U->u[x].dur = mp_xfer_ms(c, place[v], home, pa->bytes);
 			U->u[x].prio = U->u[x].dur;
@@ -332,26 +339,74 @@ void mp_units_free(struct mp_units *U)
 	memset(U, 0, sizeof(*U));
 }
 
+void mp_xfer_res(const struct mp_cluster *c, struct mp_unit *u, int a, int b)
+{
+	struct mt_route r;
+
+	mt_net_route(&c->net, a, b, &r);
+	u->src = a;
+	u->dst = b;
+	u->res2 = -1;
+	if (r.kind == MT_ROUTE_NIC) {
+		u->res = MP_EGRESS(c, r.egress);
+		u->res2 = MP_INGRESS(c, r.ingress);
+	} else {
+		u->res = MP_LINK(c, a, b);
+	}
+}
+
+void mp_port_res(const struct mp_cluster *c, struct mp_unit *u, int d,
+		 int way)
+{
+	u->src = u->dst = d;
+	u->res2 = -1;
+	if (c->per_pair)
+		u->res = MP_LINK(c, d, d);
+	else if (!way)
+		u->res = MP_EGRESS(c, c->net.nic[d]);
+	else
+		u->res = MP_INGRESS(c, c->net.nic[d]);
+}
+
 /* ---- the engine -------------------------------------------------------- */
 
 int mp_sched_run(struct mp_units *U, struct mp_sched *S)
 {
 	struct heap *ready = mp_calloc(U->nres, sizeof(struct heap));
-	struct heap ev = { 0 };
+	struct heap ev = { 0 }, skip = { 0 };
 	int *deps = mp_calloc(U->nu, sizeof(int));
 	int *busy = mp_calloc(U->nres, sizeof(int));
 	int *cnt = mp_calloc(U->nres + 1, sizeof(int));
-	int *touched = mp_calloc(2 * U->nu + U->nres, sizeof(int));
+	int *touched = mp_calloc(U->nres, sizeof(int));
+	char *intouch = mp_calloc(U->nres, 1);
 	int *seq = mp_calloc(U->nu, sizeof(int));
-	int nseq = 0, ntouch = 0, done = 0, ret = 0;
+	int *twos = mp_calloc(U->nres, sizeof(int));	/* resources that
+							 * queue 2-resource units */
+	char *istwo = mp_calloc(U->nres, 1);
+	char *isin = mp_calloc(U->nres, 1);	/* some unit's res2 */
+	int nseq = 0, ntouch = 0, ntwos = 0, done = 0, ret = 0, nord = 0;
 	double step = 0;
 
 	memset(S, 0, sizeof(*S));
 	for (int i = 0; i < U->nu; i++) {
 		deps[i] = U->u[i].ndeps;
 		U->u[i].start = U->u[i].finish = -1;
+		if (U->u[i].res >= 0 && U->u[i].res2 >= 0 &&
+		    !istwo[U->u[i].res]) {
+			istwo[U->u[i].res] = 1;
+			twos[ntwos++] = U->u[i].res;
+		}
+		if (U->u[i].res2 >= 0)
+			isin[U->u[i].res2] = 1;
 	}
 
+#define TOUCH(r) do {							\
+		int _r = (r);						\
+		if (!intouch[_r]) {					\
+			intouch[_r] = 1;				\
+			touched[ntouch++] = _r;				\
+		}							\
+	} while (0)
 /* A unit whose inputs are all there joins its resource's ready queue;
  * resource-free units (the loss) complete on the spot.
  */
@@ -364,7 +419,7 @@ int mp_sched_run(struct mp_units *U, struct mp_sched *S)
 			heap_push(&ready[U->u[_x].res], _x,		\
 				  -U->u[_x].prio);			\
 			if (!busy[U->u[_x].res])			\
-				touched[ntouch++] = U->u[_x].res;	\
+				TOUCH(U->u[_x].res);			\
 		}							\
 	} while (0)
 
@@ -374,16 +429,40 @@ int mp_sched_run(struct mp_units *U, struct mp_sched *S)
 	for (double t = 0;;) {
 		/* start idle resources first, then advance time */
 		for (int k = 0; k < ntouch; k++) {
-			int r = touched[k], x;
+			int r = touched[k], x = -1;
 
+			intouch[r] = 0;
 			if (busy[r] || !ready[r].n)
 				continue;
-			x = heap_pop(&ready[r]);
+			/* the most urgent unit whose second resource is idle */
+			while (ready[r].n) {
+				double key = ready[r].key[0];
+
+				x = heap_pop(&ready[r]);
+				if (U->u[x].res2 < 0 || !busy[U->u[x].res2])
+					break;
+				heap_push(&skip, x, key);
+				x = -1;
+			}
+			while (skip.n) {
+				double key = skip.key[0];
+				int y = heap_pop(&skip);
+
+				heap_push(&ready[r], y, key);
+			}
+			if (x < 0)
+				continue;
 			busy[r] = 1;
+			cnt[r + 1]++;
+			nord++;
+			if (U->u[x].res2 >= 0) {
+				busy[U->u[x].res2] = 1;
+				cnt[U->u[x].res2 + 1]++;
+				nord++;
+			}
 			U->u[x].start = t;
 			U->u[x].finish = t + U->u[x].dur;
 			seq[nseq++] = x;
-			cnt[r + 1]++;
 			heap_push(&ev, x, U->u[x].finish);
 		}
 		ntouch = 0;
@@ -399,8 +478,18 @@ int mp_sched_run(struct mp_units *U, struct mp_sched *S)
 				step = t;
 			if (r >= 0) {
 				busy[r] = 0;
-				touched[ntouch++] = r;
+				TOUCH(r);
 			}
+			if (U->u[x].res2 >= 0) {
+				busy[U->u[x].res2] = 0;
+				TOUCH(U->u[x].res2);
+			}
+			/* a freed ingress may unblock a transfer queued on
+			 * any egress: retry those (at most one per NIC) */
+			if (U->u[x].res2 >= 0 || (r >= 0 && isin[r]))
+				for (int k = 0; k < ntwos; k++)
+					if (!busy[twos[k]] && ready[twos[k]].n)
+						TOUCH(twos[k]);
 			for (int k = U->succ_off[x]; k < U->succ_off[x + 1]; k++) {
 				int s = U->succ[k];
 
@@ -410,32 +499,41 @@ int mp_sched_run(struct mp_units *U, struct mp_sched *S)
 		}
 	}
 #undef MAKE_READY
+#undef TOUCH
 	if (done != U->nu) {
 		ret = -EDEADLK;
 		goto out;
 	}
-	/* per-resource orders, from the global start sequence */
+	/* per-resource orders, from the global start sequence; a transfer
+	 * through the NICs is in its egress's order and its ingress's */
 	for (int r = 0; r < U->nres; r++)
 		cnt[r + 1] += cnt[r];
 	S->order_off = mp_calloc(U->nres + 1, sizeof(int));
 	memcpy(S->order_off, cnt, (U->nres + 1) * sizeof(int));
-	S->order = mp_calloc(nseq, sizeof(int));
+	S->order = mp_calloc(nord + 1, sizeof(int));
 	for (int i = 0; i < nseq; i++) {
 		int r = U->u[seq[i]].res;
 
 		S->order[cnt[r]++] = seq[i];
+		if (U->u[seq[i]].res2 >= 0)
+			S->order[cnt[U->u[seq[i]].res2]++] = seq[i];
 	}
 	S->step_ms = step;
 out:
 	for (int r = 0; r < U->nres; r++)
 		heap_free(&ready[r]);
 	heap_free(&ev);
+	heap_free(&skip);
 	free(ready);
 	free(deps);
 	free(busy);
 	free(cnt);
 	free(touched);
+	free(intouch);
 	free(seq);
+	free(twos);
+	free(istwo);
+	free(isin);
 	return ret;
 }
 

@@ -49,7 +49,7 @@ int mp_sim_run(const struct mp_graph *g, const struct mp_cluster *c,
 {
 	int nu = U->nu, n = g->n, ret = 0, qh = 0, qt = 0, nev = 0;
 	int *indeg = mp_calloc(nu, sizeof(int));
-	int *rnext = mp_calloc(nu, sizeof(int));	/* next on resource */
+	int *rnext = mp_calloc(2 * nu, sizeof(int));	/* next on res, res2 */
 	int *q = mp_calloc(nu, sizeof(int));
 	double *st, *fin;
 	struct memev *ev;
@@ -60,11 +60,13 @@ int mp_sim_run(const struct mp_graph *g, const struct mp_cluster *c,
 	out->peak_mem = mp_calloc(c->d, sizeof(double));
 	for (int i = 0; i < nu; i++) {
 		indeg[i] = U->u[i].ndeps;
-		rnext[i] = -1;
+		rnext[2 * i] = rnext[2 * i + 1] = -1;
 	}
 	for (int r = 0; r < U->nres; r++)
 		for (int k = S->order_off[r]; k + 1 < S->order_off[r + 1]; k++) {
-			rnext[S->order[k]] = S->order[k + 1];
+			int x = S->order[k];
+
+			rnext[2 * x + (U->u[x].res != r)] = S->order[k + 1];
 			indeg[S->order[k + 1]]++;
 		}
 	for (int i = 0; i < nu; i++)
@@ -77,8 +79,9 @@ int mp_sim_run(const struct mp_graph *g, const struct mp_cluster *c,
 		fin[x] = st[x] + U->u[x].dur;
 		if (fin[x] > out->step_ms)
 			out->step_ms = fin[x];
-		for (int k = U->succ_off[x]; k <= U->succ_off[x + 1]; k++) {
-			int s = k < U->succ_off[x + 1] ? U->succ[k] : rnext[x];
+		for (int k = U->succ_off[x]; k <= U->succ_off[x + 1] + 1; k++) {
+			int s = k < U->succ_off[x + 1] ? U->succ[k] :
+				rnext[2 * x + k - U->succ_off[x + 1]];
 
 			if (s < 0)
 				continue;
@@ -135,7 +138,7 @@ int mp_sim_run(const struct mp_graph *g, const struct mp_cluster *c,
 						    -g->nodes[x->node].act_bytes };
 		} else if (x->kind == MP_U_XFWD) {
 			/* received copy lives until its gradient is sent back */
-			int dst = (x->res - c->d) % c->d;
+			int dst = x->dst;
 
 			ev[nev++] = (struct memev){ st[i], dst, x->bytes };
 			ev[nev++] = (struct memev){ st[i + 1], dst, -x->bytes };

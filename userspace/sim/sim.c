@@ -3,7 +3,9 @@
  * The discrete-event core.  Per iteration one representative worker is
  * simulated: by symmetry (identical workers, every tensor sharded evenly
  * over all servers) each worker's push path and pull path behave like one
- * link of rate bandwidth * min(1, servers/workers); see
+ * link of rate bandwidth * min(1, servers/workers): the tools' network
+ * rule (one full-duplex NIC per host, mt_net_spread_Bps() in
+ * userspace/common/net.c, the rule mercury-place schedules by); see
  * Documentation/simulator.md for why.
  *
  * The data plane aggregates immediately: a stream (a tensor; a slice with
@@ -34,6 +36,14 @@
 #include <string.h>
 
 #include "msim.h"
+#include "tools.h"
+
+/* The share of its NIC one worker's push (or pull) path gets: every
+ * worker's NIC sends to every server's at once, and the other way. */
+static double path_share(const struct msim_params *p)
+{
+	return mt_net_spread_Bps(1.0, p->workers, p->servers);
+}
 
 #define MSIM_IP_TCP_HDR	52	/* IPv4 20 + TCP 20 + timestamps 12 */
 #define MSIM_ETH_HDR	14	/* counted on the wire like tc does */
@@ -201,9 +211,7 @@ int msim_params_check(const struct msim_params *p, char *err, size_t errlen)
 
 uint64_t msim_auto_chunk(const struct msim_params *p)
 {
-	double share = (double)p->servers / p->workers;
-	double need = p->frame_cost_s * p->bandwidth_bps / 8 *
-		      (share < 1 ? share : 1);
+	double need = p->frame_cost_s * p->bandwidth_bps / 8 * path_share(p);
 	uint64_t c = 65536;
 
 	/* 64 KiB, doubled until a frame's wire time covers its cost */
@@ -215,11 +223,9 @@ uint64_t msim_auto_chunk(const struct msim_params *p)
 double msim_balanced_bps(const struct msim_profile *prof,
 			 const struct msim_params *p)
 {
-	double share = (double)p->servers / p->workers;
+	double share = path_share(p);
 	double compute = (prof->fwd_ms + prof->bwd_ms) * p->time_scale / 1e3;
 
-	if (share > 1)
-		share = 1;
 	if (compute <= 0)
 		return 0;
 	return prof->total_bytes * 8.0 / compute / share;
@@ -724,9 +730,7 @@ int msim_run(const struct msim_profile *prof, const struct msim_params *p,
 			return -EINVAL;
 	memset(res, 0, sizeof(*res));
 
-	share = (double)p->servers / p->workers;
-	if (share > 1)
-		share = 1;
+	share = path_share(p);
 	for (i = 0; i < 2; i++) {
 		s.link[i].rate = p->bandwidth_bps / 8 * share;
 		s.link[i].mode = scheme == MSIM_IDEAL ? MODE_FLUID :

@@ -105,6 +105,45 @@ static void test_write_whole(void **state)
 	assert_int_equal(rmdir(dir), 0);	/* no temporary left behind */
 }
 
+/* The network rule: NICs by default, a listed link its pair's own. */
+static void test_net(void **state)
+{
+	struct mt_net n;
+	struct mt_route r;
+
+	(void)state;
+	assert_int_equal(mt_net_init(&n, 3), 0);
+	for (int i = 0; i < 3; i++) {
+		n.nic_Bps[i] = 1e10;
+		n.nic_lat_s[i] = 1e-5;
+	}
+	n.nic_Bps[2] = 5e9;
+	n.nic[1] = 0;			/* devices 0 and 1: one host */
+	n.link_Bps[0 * 3 + 1] = 4.5e11;	/* NVLink 0 -> 1 */
+	n.link_lat_s[0 * 3 + 1] = 2e-6;
+	assert_int_equal(mt_net_route(&n, 0, 0, &r), 0);
+	assert_int_equal(r.kind, MT_ROUTE_NONE);
+	assert_int_equal(mt_net_route(&n, 0, 1, &r), 0);
+	assert_int_equal(r.kind, MT_ROUTE_LINK);
+	assert_true(r.Bps == 4.5e11 && r.lat_s == 2e-6);
+	/* 1 -> 0 has no link: through the host's NIC, egress and ingress */
+	assert_int_equal(mt_net_route(&n, 1, 0, &r), 0);
+	assert_int_equal(r.kind, MT_ROUTE_NIC);
+	assert_int_equal(r.egress, 0);
+	assert_int_equal(r.ingress, 0);
+	/* the slower NIC sets the rate */
+	assert_int_equal(mt_net_route(&n, 1, 2, &r), 0);
+	assert_int_equal(r.egress, 0);
+	assert_int_equal(r.ingress, 2);
+	assert_true(r.Bps == 5e9);
+	assert_int_equal(mt_net_route(&n, 3, 0, &r), -EINVAL);
+	/* fluid: 8 senders over 2 receivers get a quarter each */
+	assert_true(mt_net_spread_Bps(1e10, 8, 2) == 2.5e9);
+	assert_true(mt_net_spread_Bps(1e10, 2, 8) == 1e10);
+	assert_true(mt_net_spread_Bps(1e10, 0, 8) == 0);
+	mt_net_free(&n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -112,6 +151,7 @@ int main(void)
 		cmocka_unit_test(test_rate),
 		cmocka_unit_test(test_read_refuses),
 		cmocka_unit_test(test_write_whole),
+		cmocka_unit_test(test_net),
 	};
 
 	return cmocka_run_group_tests_name("tools", tests, NULL, NULL);

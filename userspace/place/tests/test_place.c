@@ -192,6 +192,66 @@ static void test_cluster_parse(void **state)
 	assert_float_equal(mp_xfer_ms(&c, 1, 1, 1e9), 0, 0);
 	assert_false(c.uniform);
 	mp_cluster_free(&c);
+
+	/*
+	 * The network rule (userspace/common/net.c): one full-duplex NIC per
+	 * device by default, the devices of a "host" behind one NIC, a
+	 * listed link its pair's own, "per_pair" every pair its own link.
+	 */
+	assert_int_equal(mp_cluster_parse(
+		"{\"devices\": [{\"name\": \"a\", \"memory_bytes\": 1e9, \"host\": \"h0\"},"
+		" {\"name\": \"b\", \"memory_bytes\": 1e9, \"host\": \"h0\"},"
+		" {\"name\": \"c\", \"memory_bytes\": 1e9, \"host\": \"h1\"},"
+		" {\"name\": \"d\", \"memory_bytes\": 1e9}],"
+		" \"network\": {\"bandwidth_Bps\": 1e10},"
+		" \"links\": [{\"src\": \"a\", \"dst\": \"b\", \"bandwidth_Bps\": 1e11}]}",
+		&c, &err), 0);
+	assert_int_equal(c.net.nic[0], c.net.nic[1]);
+	assert_int_not_equal(c.net.nic[0], c.net.nic[2]);
+	assert_int_not_equal(c.net.nic[2], c.net.nic[3]);
+	assert_false(c.uniform);
+	{
+		struct mp_unit u;
+
+		/* a -> c: a's host's egress, c's host's ingress */
+		mp_xfer_res(&c, &u, 0, 2);
+		assert_int_equal(u.res, MP_EGRESS(&c, c.net.nic[0]));
+		assert_int_equal(u.res2, MP_INGRESS(&c, c.net.nic[2]));
+		/* b -> d shares a's egress: one NIC per host */
+		mp_xfer_res(&c, &u, 1, 3);
+		assert_int_equal(u.res, MP_EGRESS(&c, c.net.nic[0]));
+		/* a -> b: their own link, shared with nothing */
+		mp_xfer_res(&c, &u, 0, 1);
+		assert_int_equal(u.res, MP_LINK(&c, 0, 1));
+		assert_int_equal(u.res2, -1);
+		assert_float_equal(mp_xfer_ms(&c, 0, 1, 1e9), 10, 1e-9);
+		assert_float_equal(mp_xfer_ms(&c, 0, 2, 1e9), 100, 1e-9);
+	}
+	mp_cluster_free(&c);
+	assert_int_equal(mp_cluster_parse(
+		"{\"devices\": [{\"name\": \"a\", \"memory_bytes\": 1e9},"
+		" {\"name\": \"b\", \"memory_bytes\": 1e9}],"
+		" \"network\": {\"bandwidth_Bps\": 1e10, \"per_pair\": true}}",
+		&c, &err), 0);
+	assert_true(c.uniform);
+	{
+		struct mp_unit u;
+
+		mp_xfer_res(&c, &u, 1, 0);
+		assert_int_equal(u.res, MP_LINK(&c, 1, 0));
+		assert_int_equal(u.res2, -1);
+	}
+	mp_cluster_free(&c);
+	assert_int_equal(mp_cluster_parse(
+		"{\"devices\": [{\"name\": \"a\", \"memory_bytes\": 1e9}],"
+		" \"network\": {\"bandwidth_Bps\": 1e10, \"per_pair\": 1}}",
+		&c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "per_pair"));
+	assert_int_equal(mp_cluster_parse(
+		"{\"devices\": [{\"name\": \"a\", \"memory_bytes\": 1e9, \"host\": 3}],"
+		" \"network\": {\"bandwidth_Bps\": 1e10}}",
+		&c, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "host"));
 }
 
 static void test_bad_inputs(void **state)
@@ -572,7 +632,9 @@ static void test_tied_tensors(void **state)
 			if (U.u[x].kind == MP_U_XTIE) {
 				nx++;
 				assert_float_equal(U.u[x].bytes, bytes, 0);
-				assert_int_equal(U.u[x].res, MP_LINK(&c, 1, 0));
+				/* gpu1's NIC egress and gpu0's ingress */
+				assert_int_equal(U.u[x].res, MP_EGRESS(&c, 1));
+				assert_int_equal(U.u[x].res2, MP_INGRESS(&c, 0));
 			}
 		assert_int_equal(nx, 1);
 		mp_units_free(&U);
@@ -640,7 +702,7 @@ static void test_comm_bound_diamond(void **state)
 static void test_pipe_sim_agrees(void **state)
 {
 	static const double gbs[] = { 16e9, 80e9 }, bws[] = { 12.5e9, 1.25e9 };
-	int runs = 0, split = 0, limited = 0;
+	int runs = 0, split = 0, limited = 0, nicl = 0;
 
 	(void)state;
 	assert_true(have_profiles());
@@ -674,8 +736,23 @@ static void test_pipe_sim_agrees(void **state)
 								     &err), 0);
 					/* short of stash: simulated by the solver */
 					limited += p.stash_limited;
-					if (fabs(sim / p.period_ms - 1) >
-					    (p.stash_limited ? 0.03 : 0.02))
+					nicl += p.nic_limited;
+					/*
+					 * Simulated by the solver (stash- or
+					 * NIC-limited): the larger of 256 and
+					 * 512 micro-batches, an upper bound;
+					 * over other lengths the rate moves
+					 * (the backward-first schedule keeps
+					 * approaching the formula: bert_large
+					 * on 7 stages at 1.25 GB/s, 15.56 ms at
+					 * 256, 13.44 = the formula at 1024).
+					 * Within 3% above, never below the
+					 * formula's fluid bound.
+					 */
+					if (p.nic_limited || p.stash_limited ?
+					    (sim > 1.03 * p.period_ms ||
+					     sim < 0.98 * p.formula_ms) :
+					    fabs(sim / p.period_ms - 1) > 0.02)
 						fail_msg("%s %d x %.0f GB at %.3g B/s: simulated %.4f ms, predicted %.4f%s",
 							 all_profiles[i], d,
 							 gbs[k] / 1e9, bws[b],
@@ -692,8 +769,8 @@ static void test_pipe_sim_agrees(void **state)
 				}
 		mp_graph_free(&g);
 	}
-	print_message("# %d pipelines simulated, %d with more than one stage, %d stash-limited\n",
-		      runs, split, limited);
+	print_message("# %d pipelines simulated, %d with more than one stage, %d stash-limited, %d NIC-limited\n",
+		      runs, split, limited, nicl);
 	assert_true(runs > 150);
 	assert_true(split > 20);
 }
@@ -716,6 +793,7 @@ struct bf {
 	int *pos, *skip, *seen;
 	double B, lat, best;	/* bytes per ms, ms, ms */
 	int n, M, pipedream;
+	int nic;		/* one NIC per device (else per-pair links) */
 };
 
 /* PipeDream's rule, from the edge list rather than the CSR. */
@@ -814,6 +892,17 @@ static double bf_stage(const struct bf *b, int start, int end, int r)
 	if (b->pipedream)
 		return (C + 4.0 * (r - 1) * P / (r * b->B)) / r;
 	ar = 2.0 * (r - 1) * P / (r * b->B);
+	/*
+	 * One NIC per device: per micro-batch a replica sends the next
+	 * stage its activations and the previous one its gradient, and
+	 * receives as much, on the port its all-reduce uses.
+	 */
+	if (b->nic) {
+		if (start > 0)
+			ar += b->lat + bf_cross(b, start) / b->B;
+		if (end < b->n)
+			ar += b->lat + bf_cross(b, end) / b->B;
+	}
 	return (C > ar ? C : ar) / r;
 }
 
@@ -823,6 +912,8 @@ static double bf_link(const struct bf *b, int k, int rprev, int r)
 
 	if (b->pipedream)
 		return 2 * x / (b->B * (r < rprev ? r : rprev));
+	if (b->nic)
+		return (b->lat + x / b->B) / (r < rprev ? r : rprev);
 	return (b->lat + x / b->B) / bf_lcm(r, rprev);
 }
 
@@ -855,7 +946,7 @@ static void bf_rec(struct bf *b, int start, int used, int rprev, double worst)
  * carry that the antichain rule (the prefix's last outputs) leaves out.
  */
 static double bf_check(const struct mp_graph *g, int M, double B, double lat,
-		       int pipedream, struct mp_pipe *p)
+		       int pipedream, int per_pair, struct mp_pipe *p)
 {
 	struct mp_pipe_opts po = { .pipedream = pipedream, .fewer = 1,
 				   .bandwidth_Bps = B };
@@ -865,6 +956,8 @@ static double bf_check(const struct mp_graph *g, int M, double B, double lat,
 	double missed = 0;
 
 	mp_cluster_make(&c, M, 1e18, 1.0, B, lat);
+	c.per_pair = per_pair;
+	mp_cluster_routes(&c);
 	assert_int_equal(mp_pipe_solve(g, &c, &po, p, &err), 0);
 	/* no memory check: the stash never limits the rate */
 	assert_false(p->stash_limited);
@@ -875,6 +968,7 @@ static double bf_check(const struct mp_graph *g, int M, double B, double lat,
 	b.B = B / 1e3;
 	b.lat = lat * 1e3;
 	b.pipedream = pipedream;
+	b.nic = !per_pair;
 	b.best = 1e300;
 	b.pos = mp_calloc(g->n, sizeof(int));
 	b.skip = mp_calloc(g->n, sizeof(int));
@@ -884,10 +978,12 @@ static double bf_check(const struct mp_graph *g, int M, double B, double lat,
 		b.skip[i] = bf_skipped(g, i);
 	}
 	bf_rec(&b, 0, 0, 1, 0);
-	if (fabs(p->period_ms - b.best) > 1e-9 * b.best)
-		fail_msg("%s on %d (%s): period %.9g ms, brute force %.9g ms",
+	/* the formula's period (a NIC-limited one is then simulated) */
+	if (fabs(p->formula_ms - b.best) > 1e-9 * b.best)
+		fail_msg("%s on %d (%s%s): period %.9g ms, brute force %.9g ms",
 			 g->model, M, pipedream ? "PipeDream's" : "Mercury's",
-			 p->period_ms, b.best);
+			 per_pair ? ", per-pair links" : "",
+			 p->formula_ms, b.best);
 	for (int s = 1; s < p->nstages; s++) {
 		int k = p->st[s].first;
 		double x = bf_cross(&b, k);
@@ -1018,7 +1114,7 @@ static void test_pipe_brute_force_alexnet(void **state)
 	assert_true(have_profiles());
 	assert_int_equal(mp_graph_load(profile("pipedream/alexnet.graph.txt"),
 				       &g, &err), 0);
-	bf_check(&g, 4, 1.25e9, 0, 1, &p);
+	bf_check(&g, 4, 1.25e9, 0, 1, 0, &p);
 	for (int v = 0; v < g.n; v++)
 		if (!bf_skipped(&g, v)) {
 			T += g.nodes[v].fwd_ms + g.nodes[v].bwd_ms;
@@ -1031,7 +1127,9 @@ static void test_pipe_brute_force_alexnet(void **state)
 	assert_float_equal(round(100 * T / p.dp_ms) / 100, 0.51, 1e-9);
 	assert_true(p.speedup >= 2.63 * 0.995);
 	mp_pipe_free(&p);
-	bf_check(&g, 4, 1.25e9, 1e-5, 0, &p);
+	bf_check(&g, 4, 1.25e9, 1e-5, 0, 0, &p);
+	mp_pipe_free(&p);
+	bf_check(&g, 4, 1.25e9, 1e-5, 0, 1, &p);
 	mp_pipe_free(&p);
 	mp_graph_free(&g);
 }
@@ -1061,7 +1159,15 @@ static void test_pipe_brute_force_dags(void **state)
 
 		if (i % 8 == 0)
 			bf_graph(&g, 9, 1 + i / 16, i / 8 % 2);
-		x = bf_check(&g, M, bw, 1e-5, model, &p);
+		/* Mercury's model: through one NIC per device, and with
+		 * per-pair links on every third graph */
+		if (!model && i / 8 % 3 == 2) {
+			struct mp_pipe q;
+
+			bf_check(&g, M, bw, 1e-5, model, 1, &q);
+			mp_pipe_free(&q);
+		}
+		x = bf_check(&g, M, bw, 1e-5, model, 0, &p);
 		missed += x;
 		hit += x > 0;
 		split += p.nstages > 1;
@@ -1074,6 +1180,275 @@ static void test_pipe_brute_force_dags(void **state)
 		      runs, split, hit, missed / 1e6);
 	assert_true(split > runs / 4);
 	assert_true(hit > runs / 8);
+}
+
+/*
+ * An independent check of the unpipelined step time under one NIC per
+ * device.  A separate, simple work-conserving list scheduler, written
+ * here from the graph's edges (not from the solver's units, engine or
+ * pricing), runs the placement the solver chose: F and B of each node on
+ * its device; an activation sent once per (producing member, receiving
+ * device) after its producer's F, its gradient back after every consumer
+ * there has run B; a transfer holds the sender's NIC egress and the
+ * receiver's NIC ingress together for latency + bytes / rate; the loss
+ * joins every forward sink to every backward sink.  Whenever a device or
+ * a NIC is idle, the ready unit with the longest path to the end among
+ * those whose resources are all idle starts (the path's compute, as the
+ * solver's engine ranks units, plus a transfer's own time; the engine's
+ * rule, written again here over this unit graph).  Its step must be within 1% of
+ * mercury-place's prediction.
+ */
+struct ck_unit {
+	int res[2];		/* device; or egress, ingress (NICs) */
+	double dur, prio, start, fin;
+	double blc;		/* bottom level of compute */
+	int ndeps, left;
+	int nsucc, succ[64];
+	int *xsucc, nx;		/* overflow */
+};
+
+struct ck {
+	int nu, cap;
+	struct ck_unit *u;
+};
+
+static int ck_add(struct ck *k, int r0, int r1, double dur)
+{
+	if (k->nu == k->cap) {
+		k->cap = k->cap ? 2 * k->cap : 256;
+		k->u = realloc(k->u, k->cap * sizeof(*k->u));
+		assert_non_null(k->u);
+	}
+	memset(&k->u[k->nu], 0, sizeof(k->u[0]));
+	k->u[k->nu].res[0] = r0;
+	k->u[k->nu].res[1] = r1;
+	k->u[k->nu].dur = dur;
+	return k->nu++;
+}
+
+static void ck_dep(struct ck *k, int a, int b)
+{
+	struct ck_unit *x = &k->u[a];
+
+	if (x->nsucc < 64) {
+		x->succ[x->nsucc++] = b;
+	} else {
+		x->xsucc = realloc(x->xsucc, (x->nx + 1) * sizeof(int));
+		x->xsucc[x->nx++] = b;
+	}
+	k->u[b].ndeps++;
+}
+
+static int ck_succ(const struct ck_unit *x, int i)
+{
+	return i < x->nsucc ? x->succ[i] : x->xsucc[i - x->nsucc];
+}
+
+/* D devices with one NIC each at bw bytes/s, latency lat s. */
+static double ck_step(const struct mp_graph *g, const int *place, int D,
+		      double bw, double lat)
+{
+	struct ck k = { 0 };
+	int n = g->n, loss, nres = 3 * D, *busy, *ord, done = 0;
+	double now = 0, step = 0;
+
+	/* units 0..n-1: F, n..2n-1: B; resources: devices, egress, ingress */
+	for (int v = 0; v < n; v++)
+		ck_add(&k, place[v], -1, g->nodes[v].fwd_ms);
+	for (int v = 0; v < n; v++)
+		ck_add(&k, place[v], -1, g->nodes[v].bwd_ms);
+	loss = ck_add(&k, -1, -1, 0);
+	for (int v = 0; v < n; v++) {
+		ck_dep(&k, v, n + v);
+		/* a forward sink: to the loss, and from it to its backward */
+		int sink = 1;
+
+		for (int e = 0; e < g->ne; e++)
+			sink &= g->edges[e].src != v;
+		if (sink) {
+			ck_dep(&k, v, loss);
+			ck_dep(&k, loss, n + v);
+		}
+	}
+	/* edges: one transfer per (producing member, receiving device) */
+	{
+		int *xf = malloc(g->nm * D * sizeof(int));
+
+		for (int i = 0; i < g->nm * D; i++)
+			xf[i] = -1;
+		for (int e = 0; e < g->ne; e++) {
+			const struct mp_edge *ed = &g->edges[e];
+			int a = place[ed->src], b = place[ed->dst];
+			int *x = &xf[ed->src_member * D + b];
+
+			if (a == b) {
+				ck_dep(&k, ed->src, ed->dst);
+				ck_dep(&k, n + ed->dst, n + ed->src);
+				continue;
+			}
+			if (*x < 0) {
+				double ms = 1e3 * (lat + ed->bytes / bw);
+
+				*x = ck_add(&k, D + a, 2 * D + b, ms);
+				ck_add(&k, D + b, 2 * D + a, ms);
+				ck_dep(&k, ed->src, *x);
+				ck_dep(&k, *x + 1, n + ed->src);
+			}
+			ck_dep(&k, *x, ed->dst);
+			ck_dep(&k, n + ed->dst, *x + 1);
+		}
+		free(xf);
+	}
+	/* bottom levels: units in reverse topological order (Kahn) */
+	ord = malloc(k.nu * sizeof(int));
+	{
+		int h = 0, t = 0;
+
+		for (int i = 0; i < k.nu; i++)
+			if (!(k.u[i].left = k.u[i].ndeps))
+				ord[t++] = i;
+		while (h < t) {
+			struct ck_unit *x = &k.u[ord[h++]];
+
+			for (int i = 0; i < x->nsucc + x->nx; i++)
+				if (!--k.u[ck_succ(x, i)].left)
+					ord[t++] = ck_succ(x, i);
+		}
+		assert_int_equal(t, k.nu);
+		for (int i = k.nu - 1; i >= 0; i--) {
+			struct ck_unit *x = &k.u[ord[i]];
+			double m = 0;
+
+			for (int j = 0; j < x->nsucc + x->nx; j++)
+				if (k.u[ck_succ(x, j)].blc > m)
+					m = k.u[ck_succ(x, j)].blc;
+			/* compute only, plus a transfer's own time */
+			x->blc = (x->res[1] < 0 ? x->dur : 0) + m;
+			x->prio = x->dur + m;
+		}
+	}
+	busy = calloc(nres, sizeof(int));
+	for (int i = 0; i < k.nu; i++) {
+		k.u[i].left = k.u[i].ndeps;
+		k.u[i].start = -1;
+	}
+	/* the loop: start what can start, by priority; then the next end */
+	while (done < k.nu) {
+		double next = 1e300;
+		int started;
+
+		do {
+			int best = -1;
+
+			started = 0;
+			for (int i = 0; i < k.nu; i++) {
+				struct ck_unit *x = &k.u[i];
+
+				if (x->left || x->start >= 0 ||
+				    (x->res[0] >= 0 && busy[x->res[0]]) ||
+				    (x->res[1] >= 0 && busy[x->res[1]]))
+					continue;
+				if (best < 0 || x->prio > k.u[best].prio)
+					best = i;
+			}
+			if (best >= 0) {
+				struct ck_unit *x = &k.u[best];
+
+				x->start = now;
+				x->fin = now + x->dur;
+				for (int r = 0; r < 2; r++)
+					if (x->res[r] >= 0)
+						busy[x->res[r]] = 1;
+				started = 1;
+			}
+		} while (started);
+		for (int i = 0; i < k.nu; i++)
+			if (k.u[i].start >= 0 && k.u[i].left >= 0 &&
+			    k.u[i].fin < next)
+				next = k.u[i].fin;
+		assert_true(next < 1e300);
+		now = next;
+		for (int i = 0; i < k.nu; i++) {
+			struct ck_unit *x = &k.u[i];
+
+			if (x->start < 0 || x->left < 0 || x->fin > now)
+				continue;
+			x->left = -1;	/* done */
+			done++;
+			if (x->fin > step)
+				step = x->fin;
+			for (int r = 0; r < 2; r++)
+				if (x->res[r] >= 0)
+					busy[x->res[r]] = 0;
+			for (int j = 0; j < x->nsucc + x->nx; j++)
+				k.u[ck_succ(x, j)].left--;
+		}
+	}
+	for (int i = 0; i < k.nu; i++)
+		free(k.u[i].xsucc);
+	free(k.u);
+	free(ord);
+	free(busy);
+	return step;
+}
+
+static void ck_one(const struct mp_graph *g, int D, double bw, double *worst,
+		   int *split)
+{
+	struct mp_cluster c;
+	struct mp_err err;
+	int *place = mp_calloc(g->n, sizeof(int)), used = 0;
+	double pred, mine;
+
+	mp_cluster_make(&c, D, 80e9, 1.0, bw, 1e-5);
+	assert_int_equal(mp_place(g, &c, MP_ALGO_MERCURY, place, &err), 0);
+	pred = mp_eval(g, &c, place);
+	mine = ck_step(g, place, D, bw, 1e-5);
+	for (int v = 0; v < g->n; v++)
+		used |= 1 << place[v];
+	*split += used != 1 << place[0];
+	if (fabs(mine / pred - 1) > *worst)
+		*worst = fabs(mine / pred - 1);
+	if (fabs(mine / pred - 1) > 0.01)
+		fail_msg("%s on %d at %.3g B/s: mercury-place predicts %.4f ms, the test's scheduler %.4f",
+			 g->model, D, bw, pred, mine);
+	free(place);
+	mp_cluster_free(&c);
+}
+
+static void test_step_independent_nic(void **state)
+{
+	static const char *const pd[] = {
+		"pipedream/inception_v3.graph.txt",
+		"pipedream/resnet50.graph.txt",
+		"pipedream/nasnetamobile.graph.txt",
+		"pipedream/gnmt.graph.txt",
+	};
+	double worst = 0;
+	int split = 0, runs = 0;
+
+	(void)state;
+	assert_true(have_profiles());
+	for (size_t i = 0; i < sizeof(pd) / sizeof(pd[0]); i++) {
+		struct mp_graph g;
+		struct mp_err err;
+
+		assert_int_equal(mp_graph_load(profile(pd[i]), &g, &err), 0);
+		ck_one(&g, 4, 12.5e9, &worst, &split);
+		runs++;
+		mp_graph_free(&g);
+	}
+	for (unsigned int seed = 1; seed <= 24; seed++) {
+		struct mp_graph g;
+
+		bf_graph(&g, 9, 100 + seed, seed % 2);
+		ck_one(&g, 3, seed % 3 ? 1.25e9 : 12.5e9, &worst, &split);
+		runs++;
+		mp_graph_free(&g);
+	}
+	print_message("# %d placements re-scheduled independently under one NIC per device, %d on several devices, worst difference %.3f%%\n",
+		      runs, split, 100 * worst);
+	assert_true(split >= 4);
 }
 
 /*
@@ -1384,6 +1759,70 @@ static void test_hybrid(void **state)
 			mp_cluster_free(&c);
 			mp_graph_free(&g);
 		}
+}
+
+/*
+ * The plan states what its step time assumes: the network it was priced
+ * on and, per device, the order the schedule ran its tasks in.  Every
+ * node's F and B are listed once, on its device, F before B, and the
+ * section survives libmercury's reader and writer (an extra key; a plan
+ * without it loads as before).
+ */
+static void test_plan_op_order(void **state)
+{
+	struct mp_graph g;
+	struct mp_cluster c;
+	struct mp_plan p;
+	struct mp_err err;
+	struct mp_plan_fmt f = { 0 };
+	struct mercury_plan *mp, *back;
+	struct json_object *j, *oo, *v;
+	char *buf;
+	size_t len;
+	int *place, *seen;
+
+	(void)state;
+	assert_true(have_profiles());
+	assert_int_equal(mp_graph_load(profile("pipedream/inception_v3.graph.txt"),
+				       &g, &err), 0);
+	mp_cluster_make(&c, 4, 80e9, 1.0, 12.5e9, 1e-5);
+	place = mp_calloc(g.n, sizeof(int));
+	seen = mp_calloc(2 * g.n, sizeof(int));
+	assert_int_equal(mp_place(&g, &c, MP_ALGO_MERCURY, place, &err), 0);
+	assert_int_equal(mp_plan_build(&g, &c, MP_ALGO_MERCURY, place, 0, &p,
+				       &err), 0);
+	for (int d = 0; d < c.d; d++)
+		for (int k = p.op_off[d]; k < p.op_off[d + 1]; k++) {
+			int v2 = p.op[k];
+
+			assert_int_equal(place[v2 / 2], d);
+			assert_int_equal(seen[v2]++, 0);
+			if (v2 % 2)	/* B after its F */
+				assert_int_equal(seen[v2 - 1], 1);
+		}
+	for (int i = 0; i < 2 * g.n; i++)
+		assert_int_equal(seen[i], 1);
+	assert_int_equal(mp_plan_mercury(&p, &f, NULL, &mp, &err), 0);
+	assert_int_equal(mercury_plan_save_buf(mp, &buf, &len), 0);
+	assert_int_equal(mercury_plan_load_buf(buf, len, &back), 0);
+	free(buf);
+	assert_int_equal(mercury_plan_save_buf(back, &buf, &len), 0);
+	j = json_tokener_parse(buf);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "network", &v));
+	assert_string_equal(json_object_get_string(v), "nic");
+	assert_true(json_object_object_get_ex(j, "op_order", &oo));
+	assert_true(json_object_object_get_ex(oo, "gpu0", &v));
+	assert_int_equal((int)json_object_array_length(v), p.op_off[1]);
+	json_object_put(j);
+	free(buf);
+	mercury_plan_free(mp);
+	mercury_plan_free(back);
+	mp_plan_free(&p);
+	free(place);
+	free(seen);
+	mp_cluster_free(&c);
+	mp_graph_free(&g);
 }
 
 /* ---- the CLI ------------------------------------------------------------ */
@@ -1750,12 +2189,14 @@ int main(void)
 		cmocka_unit_test(test_pipe_sim_agrees),
 		cmocka_unit_test(test_pipe_brute_force_alexnet),
 		cmocka_unit_test(test_pipe_brute_force_dags),
+		cmocka_unit_test(test_step_independent_nic),
 		cmocka_unit_test(test_pipe_beats_unpipelined),
 		cmocka_unit_test(test_dp_chain_exact),
 		cmocka_unit_test(test_coarsen_keeps_dag),
 		cmocka_unit_test(test_priorities_resnet50),
 		cmocka_unit_test(test_priorities_execution_order),
 		cmocka_unit_test(test_hybrid),
+		cmocka_unit_test(test_plan_op_order),
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_cli_plan_format),
 		cmocka_unit_test(test_dtype_bytes),
