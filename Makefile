@@ -6,12 +6,17 @@
 #                   the whole guest suite on KVER, the core scripts on each
 #                   other installed kernel (Documentation/install.md, "Kernels")
 #   make test-kernels the whole guest suite on every installed kernel
-#   make demo       install what is missing, build, boot the VM, show Mercury vs FIFO
+#   make demo       PyTorch, 2 ranks over the emulated link: stock DDP, DDP fp16,
+#                   the true FIFO and mercury.torch on sch_mercury, with a picture
+#                   (scripts/demo.sh: installs what is missing, ~40 lines, log in out/demo)
 #   make bench      the full emulated-training benchmark (Documentation/benchmark.md)
 #   make bench-torch real PyTorch (host ranks) through the guest's qdiscs,
 #                   against DDP's own variants (Documentation/torch.md;
 #                   an hour with five schemes, more with all; BT_QUICK=1
 #                   for a preview of every scheme)
+#   make bench-shared training beside a checkpoint upload on one link, per
+#                   qdisc (issue 34's scenario 1; bench/shared/run.sh;
+#                   BS_QUICK=1 for a plumbing check)
 #   make perf       the qdisc cost benchmark (Documentation/performance.md)
 #   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)
 #   make style      checkpatch --strict on kmod/ and tc-plugin/
@@ -79,8 +84,9 @@ test: deps
 test-kernels: deps
 	scripts/run-tests.sh kernels
 
-demo: deps
-	scripts/demo.sh
+# (scripts/demo.sh installs the packages itself, its output in its log)
+demo:
+	@scripts/demo.sh
 
 bench: deps all
 	bench/run.sh --full
@@ -89,6 +95,12 @@ bench: deps all
 # code is (bench/torch/test_report.py, suite unit-torch).
 bench-torch: deps all
 	bench/torch/run.sh -o $(CURDIR)/out/bench-torch
+
+# Not part of make test either; its window accounting and table are
+# (bench/shared/test_bulk.py, suite unit-shared).
+.PHONY: bench-shared
+bench-shared: deps all
+	bench/shared/run.sh -o $(CURDIR)/out/bench-shared
 
 # CAMELCASE is ignored: its only hits are the kernel's own Qdisc,
 # Qdisc_ops and Qdisc_class_ops, which --no-tree cannot know are existing

@@ -31,6 +31,10 @@ WAIT=${WAIT:-3600}		# seconds the host may take between two requests
 
 modprobe virtio_net || { echo "not ok 1 no virtio_net"; exit 1; }
 modprobe sch_tbf; modprobe sch_prio; modprobe cls_u32
+# --- BT_BULK (make bench-shared, bench/shared/run.sh): its queues ---
+modprobe sch_ets; modprobe sch_fq
+SHARE=${SHARE:-10}		# sch_mercury's untagged_share, ets-quanta's split
+# --- end BT_BULK ---
 mercury_load
 
 # The ports: every net device but lo, in probe order (PCI order = the
@@ -63,6 +67,78 @@ sysctl -qw net.ipv4.ip_forward=1
 #            cannot: it maps skb->priority, which a router derives from
 #            the old TOS bits, not from the DSCP.)
 #   mercury  sch_mercury reading the DSCP (tag dscp).
+# --- BT_BULK (make bench-shared): the shared-NIC schemes, each the
+# configuration a user writes to keep training (DSCP 1..15: mercury.torch's
+# channels) ahead of untagged traffic (DSCP 0: a checkpoint upload) on
+# port D, below the tbf at 1:1. Every tc line of the last port (the
+# egress of rank 0's traffic) is also written, the device as DEV, to
+# $OUT/tc-SCHEME.txt for the report and the docs.
+#   prio-last     prio 16 bands, tag t (DSCP 1..15) in band t-1, untagged
+#                 and DSCP 16..63 in band 15, the last (prio's counterpart
+#                 of "untagged last" with no share)
+#   ets-strict    the same with ets: 16 strict bands
+#   ets-quanta    ets with 2 DRR bands, quanta (100-SHARE):SHARE in bytes
+#                 (SHARE% of the link for untagged traffic while both
+#                 wait), the tagged band's child prio-last's 16 bands:
+#                 ets alone cannot both order the 15 tags (strict bands)
+#                 and guarantee a share (only DRR bands get one, and every
+#                 strict band is served before any DRR band)
+#   mercury-share sch_mercury, untagged last untagged_share SHARE
+#   fq            fq, deep as the others (limit and flow_limit LIMIT);
+#                 its 3 priority bands (Linux 6.7+) keep their defaults:
+#                 iproute2 6.1's tc cannot set priomap or weights
+tcx() {
+	[ "$tcx_log" = /dev/null ] || echo "tc $*" | sed "s/ dev $tcx_dev / dev DEV /" >> "$tcx_log"
+	$TC "$@"
+}
+# prio16 D HANDLE: prio 16 bands at HANDLE (already added's filters and
+# children): tag t to band t-1, everything else to band 15, pfifo LIMIT each
+prio16_filters() {
+	local d=$1 h=$2 b
+	for b in $(seq 1 15); do
+		tcx filter add dev "$d" parent "$h:" protocol ip prio 1 u32 \
+			match ip dsfield $((b << 2)) 0xfc flowid "$h:$(printf %x "$b")" || return 1
+	done
+	tcx filter add dev "$d" parent "$h:" protocol ip prio 2 u32 match u32 0 0 flowid "$h:10" || return 1
+	for b in $(seq 1 16); do
+		tcx qdisc add dev "$d" parent "$h:$(printf %x "$b")" pfifo limit "$LIMIT" || return 1
+	done
+}
+shared_scheme() {
+	local s=$1 d=$2 last=(15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)
+	local qu=$((MTU + 14)) qt
+	qt=$((qu * (100 - SHARE) / SHARE))
+	tcx_dev=$d tcx_log=/dev/null
+	if [ "$d" = "${ports[$((PORTS - 1))]}" ]; then
+		tcx_log=$OUT/tc-$s.txt
+		echo "tc qdisc add dev DEV root handle 1: tbf rate $RATE burst $BURST limit 100000000" > "$tcx_log"
+	fi
+	case $s in
+	prio-last)
+		tcx qdisc add dev "$d" parent 1:1 handle 10: prio bands 16 priomap "${last[@]}" &&
+		prio16_filters "$d" 10 ;;
+	ets-strict)
+		tcx qdisc add dev "$d" parent 1:1 handle 10: ets bands 16 strict 16 priomap "${last[@]}" &&
+		prio16_filters "$d" 10 ;;
+	ets-quanta)
+		tcx qdisc add dev "$d" parent 1:1 handle 10: ets bands 2 quanta "$qt" "$qu" \
+			priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 &&
+		tcx filter add dev "$d" parent 10: protocol ip prio 1 u32 \
+			match ip dsfield 0 0xfc flowid 10:2 &&
+		tcx filter add dev "$d" parent 10: protocol ip prio 2 u32 match u32 0 0 flowid 10:1 &&
+		tcx qdisc add dev "$d" parent 10:2 pfifo limit "$LIMIT" &&
+		tcx qdisc add dev "$d" parent 10:1 handle 20: prio bands 16 priomap "${last[@]}" &&
+		prio16_filters "$d" 20 ;;
+	mercury-share)
+		tcx qdisc add dev "$d" parent 1:1 handle 10: mercury tag dscp untagged last \
+			untagged_share "$SHARE" limit "$LIMIT" memory_limit "$MEMLIMIT" ;;
+	fq)
+		tcx qdisc add dev "$d" parent 1:1 handle 10: fq limit "$LIMIT" flow_limit "$LIMIT" ;;
+	*) return 1 ;;
+	esac
+}
+# --- end BT_BULK ---
+
 set_scheme() {
 	local d q b
 	for i in $(seq 0 $((PORTS - 1))); do
@@ -76,6 +152,11 @@ set_scheme() {
 		# (memory_limit: at least what LIMIT full-size packets take,
 		# so that a deep queue drops by count, as pfifo does)
 		mercury) q=(mercury tag dscp limit "$LIMIT" memory_limit "$MEMLIMIT") ;;
+		# --- BT_BULK (make bench-shared) ---
+		prio-last|ets-strict|ets-quanta|mercury-share|fq)
+			shared_scheme "$1" "$d" || return 1
+			continue ;;
+		# --- end BT_BULK ---
 		*) echo "# unknown scheme $1"; return 1 ;;
 		esac
 		$TC qdisc add dev "$d" parent 1:1 handle 10: "${q[@]}" || return 1

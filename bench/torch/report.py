@@ -9,9 +9,20 @@
 Reads OUTDIR/runs/index ("TAG REQ" per run, TAG = model.scheme.repeat),
 OUTDIR/runs/TAG.r{0,1}.json (worker.py), OUTDIR/runs/sim-MODEL-SCHEME.json
 (mercury-sim --json) and OUTDIR/profile-MODEL.json; writes
-OUTDIR/bench-torch.txt (printed too), bench-torch.json, bench-torch.png.
+OUTDIR/bench-torch.txt (printed too), bench-torch.json, bench-torch.png
+(iteration times and losses) and bench-torch-ratios.png (every scheme's
+it/s over stock DDP with its interval, per model).
 Further DIRs (or --also DIR) are other boots' run directories: their runs
-are pooled with OUTDIR's, the simulator's input stays OUTDIR's.
+are pooled with OUTDIR's, the simulator's input stays OUTDIR's. An OUTDIR
+without runs/ but with boot-1, boot-2, ... (run.sh with BT_BOOTS > 1)
+pools those boots' runs; the first boot's directory then gives the
+simulator's input, the profiles and the ddp-tuned sweep, and the report
+is written to OUTDIR.
+
+The report opens with the headline table: per model, every scheme's it/s
+over stock DDP (median [95% interval], how many runs and boots it rests
+on, "no difference" where the interval holds 1.0) and the issue's
+targets, met or missed, with the measured quantities that explain a miss.
 
 Every ratio between two schemes is computed from runs measured side by
 side: the same repetition of the same boot (run.sh runs every scheme in
@@ -66,6 +77,24 @@ LEVEL = 0.95
 # fifo1 (one channel: one connection per peer) is the simulator's FIFO;
 # fifo (8 channels) lets TCP share the link among 8 connections, between
 # a FIFO and fair queueing, and is compared with fifo-stream too.
+
+
+def run_dirs(out, also=()):
+    """The run directories a report pools: OUTDIR itself if it holds
+    runs/, else its boot-K directories in boot order; then also's."""
+    if os.path.exists(os.path.join(out, "runs", "index")):
+        return [out] + list(also)
+    boots = []
+    try:
+        names = os.listdir(out)
+    except OSError:
+        names = []
+    for name in names:
+        k = name[len("boot-"):]
+        if (name.startswith("boot-") and k.isdigit() and
+                os.path.exists(os.path.join(out, name, "runs", "index"))):
+            boots.append((int(k), os.path.join(out, name)))
+    return [d for _, d in sorted(boots)] + list(also) or [out]
 
 
 def load_runs(outs, rate="?"):
@@ -559,13 +588,16 @@ def comparisons(schemes):
 
 
 def report(out, rate, also=(), quick=False):
-    runs = load_runs([out] + list(also), rate)
-    text, js = [], {"rate": rate, "models": {}, "boots": 1 + len(also),
+    dirs = run_dirs(out, also)
+    runs = load_runs(dirs, rate)
+    # the first boot's directory: its profiles, simulations and sweep
+    out = dirs[0]
+    text, js = [], {"rate": rate, "models": {}, "boots": len(dirs),
                     "interval": "median of per-repetition ratios, %d%% "
                     "percentile bootstrap, %d resamples, seed %d%s" % (
                         100 * LEVEL, BOOT_RESAMPLES, BOOT_SEED,
-                        ", two-stage over %d boots" % (1 + len(also))
-                        if also else "")}
+                        ", two-stage over %d boots" % len(dirs)
+                        if len(dirs) > 1 else "")}
     env = read_env(out)
     quick = quick or env.get("QUICK") == "1"
     js["quick"] = quick
@@ -580,6 +612,7 @@ def report(out, rate, also=(), quick=False):
                     text.append(line.strip().replace("bench-torch: ", ""))
     except OSError:
         pass
+    head = len(text)
     for model in sorted(runs):
         rows = summarize(model, runs[model], out)
         sim = load_sim(out, model)
@@ -793,23 +826,24 @@ def report(out, rate, also=(), quick=False):
                                     what, fmt_ratio(ratios[k]), pred["mercury_vs_fifo_carried"],
                                     100 * d, "within 10%" if abs(d) <= 0.10
                                     else "NOT within 10%"))
-        # Targets (issue 36): at least 1.15x with the interval's lower
-        # end at 1.05 or more, over all iterations.
+        # Targets (issue 36, TARGET): mercury.torch against the best
+        # fp32 DDP variant, and fp16 against DDP's fp16 hook.
         best = None
         fp32 = [d for d in DDP_FP32 if d in rows]
         if fp32:
             best = max(fp32, key=lambda d: 1.0 if d == "ddp"
                        else meas.get("%s_vs_ddp" % d, 0.0))
-        js_targets = {}
+        js_targets, goals = {}, []
         for a, b, what in (("mercury", best, "the best fp32 DDP variant"),
                            ("mercury-fp16", "ddp-fp16", "DDP fp16")):
             key = "%s_vs_%s" % (a, b)
             if b is None or key not in ratios:
                 continue
             ci = ratios[key]
-            ok = (ci["median"] >= 1.15 and ci["lo"] is not None
-                  and ci["lo"] >= 1.05)
+            ok = target_met(ci)
             js_targets[key] = ok
+            goals.append({"a": a, "b": b, "what": what, "key": key, "met": ok,
+                          "why": None if ok else explain(rows, a, b)})
             text.append("  %s over %s (%s): %s (target 1.15x, lower end "
                         "1.05: %s)" % (LABEL[a], what, LABEL[b], fmt_ratio(ci),
                                        "met" if ok else "NOT met"))
@@ -824,10 +858,123 @@ def report(out, rate, also=(), quick=False):
             "sim_ms": sim, "predicted": pred, "measured": meas,
             "ratios": ratios, "targets": js_targets,
             "lossy_rel_dev": lossy, "lossy_sum_rel_dev": lossy_sum,
-            "tune": read_tune(out, model),
+            "tune": read_tune(out, model), "goals": goals,
         }
         js["models"][model]["_rows"] = rows
+    text[head:head] = headline(js, runs)
     return text, js
+
+
+# Targets (issue 36): at least 1.15x with the interval's lower end at
+# 1.05 or more, over all iterations.
+TARGET = 1.15
+TARGET_LO = 1.05
+
+
+def target_met(ci):
+    return (ci is not None and ci["median"] >= TARGET and ci["lo"] is not None
+            and ci["lo"] >= TARGET_LO)
+
+
+def explain(rows, a, b):
+    """What the report measured that bears on a missed target of a over
+    b: a's and b's link busy share, a's forward time blocked on the
+    network, the host's and the guest's CPU; the first clause names the
+    quantity that stands out (the link full all along: the wire sets
+    the pace whatever the order; a busy CPU: compute, or the emulated
+    router, slowed by sharing cores; much of a's forward blocked: its
+    parameters came late), or says none did."""
+    na, nb = rows[a]["net"], rows[b]["net"]
+    facts, lead = [], []
+
+    def pct(x):
+        return "%.0f%%" % (100 * x)
+    if "link_busy" in na:
+        facts.append("link busy %s%s" % (pct(na["link_busy"]),
+                                          " (%s %s)" % (LABEL[b], pct(nb["link_busy"]))
+                                          if "link_busy" in nb else ""))
+        if na["link_busy"] >= 0.85:
+            lead.append("the link was busy %s of %s's run: the wire, "
+                        "not the order, set the pace" % (pct(na["link_busy"]), LABEL[a]))
+        elif na["link_busy"] < 0.5 and nb.get("link_busy", 1) < 0.5:
+            lead.append("the link was busy under half the time in both: "
+                        "the transport, not the link, set the pace")
+    ph = rows[a]["phases"]
+    if ph:
+        f, w, bw, st = ph
+        it = f + bw + st
+        facts.append("forward blocked %.2f s of a %.2f s iteration" % (w, it))
+        if it > 0 and w / it >= 0.3:
+            lead.append("%s's forward waited %.2f s of each %.2f s "
+                        "iteration for its parameters" % (LABEL[a], w, it))
+    for k, what in (("host_cpu", "host CPU"), ("guest_cpu_max", "busiest guest vCPU")):
+        if k in na:
+            facts.append("%s %s" % (what, pct(na[k])))
+            if na[k] >= 0.95:
+                lead.append("the %s was %s busy: compute (or the emulated "
+                            "router) was slowed by sharing cores" % (what, pct(na[k])))
+    if not facts:
+        return "nothing measured to explain it (no link, phase or CPU samples)"
+    return "%s; measured: %s" % (
+        "; ".join(lead) if lead else "none of link, blocked time or CPU stands out",
+        ", ".join(facts))
+
+
+def fmt_cell(ci):
+    """A headline cell: "1.231x [1.203-1.260] 6/3", "no difference"
+    where the interval holds 1.0; "-" without a ratio."""
+    if ci is None:
+        return "-"
+    if ci["lo"] is None:
+        return "%.3fx (1 run)" % ci["median"]
+    return "%.3fx [%.3f-%.3f] %d/%d%s" % (
+        ci["median"], ci["lo"], ci["hi"], ci["n"], ci["boots"],
+        " no difference" if verdict(ci) == "no difference" else "")
+
+
+def headline(js, runs):
+    """The table a reader looks at first: rows the schemes, a column per
+    model of it/s over stock DDP; then the targets. Also js["headline"]."""
+    models = [m for m in sorted(js["models"]) if "ratios" in js["models"][m]]
+    if not models:
+        return []
+    width = 40
+    text = ["headline: it/s over stock DDP, median of the per-repetition ratios "
+            "[95%% bootstrap interval] runs/boots paired, \"no difference\" "
+            "where the interval holds 1.0 (%d boot%s)" % (
+                js["boots"], "s" if js["boots"] > 1 else ""),
+            ("  %-36s %s" % ("scheme", " ".join("%-*s" % (width, m)
+                                                for m in models))).rstrip()]
+    hl = {m: {} for m in models}
+    for s in SCHEMES:
+        if not any(s in runs.get(m, {}) for m in models):
+            continue
+        cells = []
+        for m in models:
+            if s == "ddp":
+                rs = js["models"][m]["schemes"].get("ddp")
+                cells.append("1 (%d run%s)" % (rs["runs"], "s" if rs["runs"] > 1 else "")
+                             if rs else "-")
+                continue
+            ci = js["models"][m]["ratios"].get("%s_vs_ddp" % s)
+            hl[m][s] = ci
+            cells.append(fmt_cell(ci))
+        text.append(("  %-36s %s" % (LABEL[s], " ".join(
+            "%-*s" % (width, c) for c in cells))).rstrip())
+    js["headline"] = hl
+    for m in models:
+        for g in js["models"][m]["goals"]:
+            ci = js["models"][m]["ratios"][g["key"]]
+            text.append("  %s: %s over %s (%s): %s: %s" % (
+                m, LABEL[g["a"]], g["what"], LABEL[g["b"]], fmt_ratio(ci),
+                "met" if g["met"] else "missed"))
+            if not g["met"]:
+                text.append("    why: %s" % g["why"])
+    text.append("  (targets: %.2fx with the interval's lower end at %.2f or "
+                "more; runs/boots: the paired runs and the boots they come "
+                "from)" % (TARGET, TARGET_LO))
+    text.append("")
+    return text
 
 
 def plot(out, js):
@@ -860,6 +1007,71 @@ def plot(out, js):
                 '"%s" using 1:%d with linespoints title "%s"' % (
                     os.path.join(out, "plot-%s-%s.dat" % (m, s)), col,
                     LABEL[s]) for s in SCHEMES if s in rows))
+    gp.append("unset multiplot")
+    subprocess.run(["gnuplot"], input="\n".join(gp) + "\n", text=True,
+                   check=True)
+
+
+# The ratio plot's series: Mercury (sch_mercury) in a strong colour
+# with filled points; mercury.torch on stock qdiscs and the DDP variants
+# in two greys with open points of other shapes, told apart in greyscale
+# by lightness and shape.
+RATIO_SERIES = [
+    ("Mercury: mercury.torch on sch_mercury", ["mercury", "mercury-fp16"],
+     'lc rgb "#08306b" pt 7 ps 1.8 lw 2'),
+    ("mercury.torch on a stock qdisc", MERCURY_FP32[:3] + ["fifo1-fp16"],
+     'lc rgb "#555555" pt 4 ps 1.4 lw 1.5'),
+    ("PyTorch DDP variants", ["ddp-tuned", "ddp-fp16", "ddp-bf16", "ddp-powersgd"],
+     'lc rgb "#a0a0a0" pt 8 ps 1.4 lw 1.5'),
+]
+
+
+def plot_ratios(out, js):
+    """bench-torch-ratios.png: a panel per model, every scheme's it/s over
+    stock DDP as a point with its 95% interval as an error bar, a line at
+    1.0 (stock DDP). The numbers go through data files; the labels are
+    this file's own (LABEL) and the models' names run.sh's."""
+    models = [m for m in sorted(js["models"]) if js.get("headline", {}).get(m)]
+    if not models:
+        return
+    gp = ['set terminal pngcairo size %d,640 font ",10"' % (560 * len(models)),
+          'set output "%s"' % os.path.join(out, "bench-torch-ratios.png"),
+          "set termoption noenhanced",
+          "set multiplot layout 1,%d title \"it/s over stock DDP (1.0): median "
+          "of paired runs, bar: 95%% bootstrap interval\"" % len(models),
+          "set grid ytics", "set key tmargin center horizontal",
+          "set lmargin 12", "set tmargin 7",
+          "set xtics rotate by 60 right nomirror",
+          "set ylabel \"it/s over stock DDP\""]
+    for m in models:
+        hl = js["headline"][m]
+        order = [s for s in SCHEMES if s in hl and hl[s] is not None]
+        if not order:
+            continue
+        plots = []
+        for i, (title, members, style) in enumerate(RATIO_SERIES):
+            path = os.path.join(out, "ratios-%s-%d.dat" % (m, i))
+            with open(path, "w") as f:
+                for x, sch in enumerate(order):
+                    if sch in members:
+                        ci = hl[sch]
+                        lo = ci["lo"] if ci["lo"] is not None else ci["median"]
+                        hi = ci["hi"] if ci["hi"] is not None else ci["median"]
+                        f.write("%d %.6f %.6f %.6f\n" % (x, ci["median"], lo, hi))
+            if any(sch in members for sch in order):
+                plots.append('"%s" using 1:2:3:4 with yerrorbars %s title "%s"' % (
+                    path, style, title))
+        lo = min([hl[s]["lo"] or hl[s]["median"] for s in order] + [1.0])
+        hi = max([hl[s]["hi"] or hl[s]["median"] for s in order] + [1.0])
+        pad = 0.08 * (hi - lo) + 0.02
+        gp += ['set title "%s"' % m,
+               "set xrange [-0.6:%f]" % (len(order) - 0.4),
+               "set yrange [%f:%f]" % (lo - pad, hi + pad),
+               "set xtics (%s)" % ", ".join('"%s" %d' % (LABEL[s], x)
+                                            for x, s in enumerate(order)),
+               "plot 1 with lines lc rgb \"black\" dt 2 lw 1.5 title \"stock DDP\", "
+               + ", ".join(plots),
+               "unset key"]         # one legend, over the first panel
     gp.append("unset multiplot")
     subprocess.run(["gnuplot"], input="\n".join(gp) + "\n", text=True,
                    check=True)
@@ -905,13 +1117,20 @@ def main():
         return 0
     if not a.out:
         ap.error("--out is required")
-    rate = a.rate if a.rate != "?" else read_env(a.out).get("RATE", "?")
+    dirs = run_dirs(a.out, a.also + a.dirs)
+    missing = [d for d in dirs if not os.path.exists(os.path.join(d, "runs", "index"))]
+    if missing:
+        print("report.py: no runs/index in %s (nor boot-1, boot-2, ... with "
+              "one)" % ", ".join(missing), file=sys.stderr)
+        return 1
+    rate = a.rate if a.rate != "?" else read_env(dirs[0]).get("RATE", "?")
     text, js = report(a.out, rate, a.also + a.dirs, a.quick)
     print("\n".join(text))
     with open(os.path.join(a.out, "bench-torch.txt"), "w") as f:
         f.write("\n".join(text) + "\n")
     if not a.no_plot:
         plot(a.out, js)
+        plot_ratios(a.out, js)
     for m in js["models"].values():
         m.pop("_rows")
     with open(os.path.join(a.out, "bench-torch.json"), "w") as f:

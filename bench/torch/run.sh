@@ -10,6 +10,29 @@
 #   BT_QUICK=1 bench/torch/run.sh        every scheme once, 3 iterations of
 #                                        a tiny model: a plumbing check and
 #                                        a preview, not a result
+#   BT_FULL=1 bench/torch/run.sh         the issue's whole design: resnet18,
+#                                        vgg11 and vit, every scheme, 2
+#                                        repetitions in each of 3 boots
+#
+# The default measures the transformer (vit) under the issue's schemes
+# (all but 8-channel pfifo), 2 repetitions in each of 3 guest boots: 6
+# paired runs per ratio in 3 boots, within the hour on an idle 2-core
+# host (estimated, not yet measured: 50-55 min; 9 schemes x 6 runs of
+# about 50 s, vit having 20 MB of gradients to resnet18's 45 MB, and
+# per boot about 2 min of boot, build and probes, 3 more in the first
+# for the size rule's profiles and the ddp-tuned sweep). resnet18's
+# runs take 1.5-2 min each, vgg11's (39 MB of gradients) presumably
+# about as long, so BT_FULL=1 takes about 4 hours (10 schemes x 6 runs
+# x ~4.5 min for the three models, with the boots' overhead).
+#
+# BT_BOOTS=N boots the guest N times (default 3; 1 with BT_QUICK=1,
+# BT_CAPTURE=1 or BT_BULK=1). With N > 1 each boot runs every repetition
+# of every scheme into OUTDIR/boot-K, and one report in OUTDIR pools
+# them; the first boot chooses the sizes (the size rule) and ddp-tuned's
+# bucket_cap_mb, the later ones measure that same configuration
+# (OUTDIR/boot-1/chosen.env, passed as BT_<MODEL>_SIZE and
+# BT_<MODEL>_CAP) and reuse the first boot's profiles and simulations.
+# With N = 1 the run lands in OUTDIR itself.
 #
 # PyTorch in the emulated guest is ~200x slower than on the host, so the
 # ranks run on the host at native speed, each in its own network namespace
@@ -24,20 +47,23 @@
 # rank 1 builds on port 1's egress, which stands in for rank 0's NIC queue.
 # mercury.torch tags its channels with the DSCP, the only tag that crosses
 # this link (skb mark and priority stay on the host). One guest boot serves
-# every run (bench/torch/guest.sh); the schemes alternate within each
-# repetition so that the host's load falls on all of them alike.
+# every run of a boot (bench/torch/guest.sh); the schemes alternate within
+# each repetition so that the host's load falls on all of them alike.
 #
-# Settings (environment): BT_MODELS ("resnet18 vgg11"), BT_RATE (guest
+# Settings (environment): BT_MODELS ("vit"; BT_FULL=1: "resnet18 vgg11
+# vit"), BT_BOOTS, BT_RATE (guest
 # link rate), BT_LIMIT (packets each scheme's queue holds, default 48 MB
 # of full-size packets, 32000 at MTU 1500, deep enough that no scheme
 # drops; prio: each band), BT_RTO_MIN,
-# BT_REPEAT, BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES (default all of
-# "ddp ddp-tuned ddp-fp16 ddp-bf16 ddp-powersgd fifo fifo1 prio mercury
-# fifo1-fp16 mercury-fp16" that this torch and mercury.torch can run:
-# worker.py --probe decides, and the run says which it left out; fifo1
-# is pfifo with one channel), BT_DDP_BUCKETS ("1 5 25": the bucket_cap_mb
+# BT_REPEAT (2), BT_ITERS, BT_WARMUP, BT_MTU, BT_SCHEMES (default all of
+# "ddp ddp-tuned ddp-fp16 ddp-bf16 ddp-powersgd fifo1 prio mercury
+# fifo1-fp16 mercury-fp16", with BT_QUICK=1 or BT_FULL=1 also fifo, that
+# this torch and mercury.torch can run: worker.py --probe decides, and
+# the run says which it left out; fifo1 is pfifo with one channel, fifo
+# pfifo with BT_CHANNELS), BT_DDP_BUCKETS ("1 5 25": the bucket_cap_mb
 # values ddp-tuned chooses from, BT_TUNE_ITERS iterations each, on the
-# guest's pfifo before the repetitions), BT_POWERSGD_RANK (2),
+# guest's pfifo before the repetitions; BT_<MODEL>_CAP: that value
+# instead of the sweep), BT_POWERSGD_RANK (2),
 # BT_POWERSGD_START (2: the smallest start_powerSGD_iter torch allows with
 # error feedback; a short run never compresses at the default 1000),
 # BT_CHANNELS (8: mercury.torch's channels in the other schemes),
@@ -64,19 +90,34 @@ done
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 ALL_SCHEMES="ddp ddp-tuned ddp-fp16 ddp-bf16 ddp-powersgd fifo fifo1 prio mercury fifo1-fp16 mercury-fp16"
 QUICK=${BT_QUICK:-0}
+# the issue's schemes: 8-channel pfifo (fifo) explains the queues, it is
+# no choice a user has that the others do not cover
+SCHEMES=${BT_SCHEMES:-${ALL_SCHEMES/ fifo / }}
 if [ "$QUICK" = 1 ]; then
 	# every scheme once, a few iterations of a tiny model at a fixed size
 	MODELS=${BT_MODELS:-tiny}
+	SCHEMES=${BT_SCHEMES:-$ALL_SCHEMES}
 	REPEAT=${BT_REPEAT:-1}
 	ITERS=${BT_ITERS:-3}
 	TUNE_ITERS=${BT_TUNE_ITERS:-2}
-else
-	MODELS=${BT_MODELS:-resnet18 vgg11}
+	BOOTS=${BT_BOOTS:-1}
+elif [ "${BT_FULL:-0}" = 1 ]; then
+	MODELS=${BT_MODELS:-resnet18 vgg11 vit}
+	SCHEMES=${BT_SCHEMES:-$ALL_SCHEMES}
 	REPEAT=${BT_REPEAT:-2}
 	ITERS=${BT_ITERS:-6}
 	TUNE_ITERS=${BT_TUNE_ITERS:-3}
+	BOOTS=${BT_BOOTS:-3}
+else
+	MODELS=${BT_MODELS:-vit}
+	REPEAT=${BT_REPEAT:-2}
+	ITERS=${BT_ITERS:-6}
+	TUNE_ITERS=${BT_TUNE_ITERS:-3}
+	# make demo's capture and bench-shared's table read one run
+	# directory: one boot unless asked for more
+	BOOTS=${BT_BOOTS:-3}
+	[ "${BT_CAPTURE:-0}" = 1 ] || [ "${BT_BULK:-0}" = 1 ] && BOOTS=${BT_BOOTS:-1}
 fi
-SCHEMES=${BT_SCHEMES:-$ALL_SCHEMES}
 RATE=${BT_RATE:-30mbit}
 MTU=${BT_MTU:-1500}
 WARMUP=${BT_WARMUP:-1}
@@ -105,16 +146,64 @@ rank_pin=()
 resnet18_batch=${BT_RESNET18_BATCH:-32} resnet18_size=${BT_RESNET18_SIZE:-auto}
 vgg11_batch=${BT_VGG11_BATCH:-64} vgg11_size=${BT_VGG11_SIZE:-auto}
 tiny_batch=${BT_TINY_BATCH:-8} tiny_size=${BT_TINY_SIZE:-32}
-resnet18_probe=128 vgg11_probe=64
+# vit's sizes must be multiples of its 16 px patch: its probe is, and so
+# is every size the rule picks (report.py rounds to 32 px).
+vit_batch=${BT_VIT_BATCH:-32} vit_size=${BT_VIT_SIZE:-auto}
+resnet18_probe=128 vgg11_probe=64 vit_probe=128
 
 die() { echo "bench-torch: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, tap devices)"
 "$PY" -c 'import torch, torchvision' 2>/dev/null ||
 	die "$PY has no torch/torchvision (scripts/install-deps.sh)"
+case $BOOTS in ''|*[!0-9]*|0*) die "BT_BOOTS must be a number from 1, not '$BOOTS'" ;; esac
 mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
+
+# Several boots: this script once per boot (BT_BOOT=K) into
+# OUTDIR/boot-K, the first boot's choices passed on, then one report of
+# them all. A signal stops the boot under way (its cleanup stops the
+# guest) and the rest.
+if [ "$BOOTS" -gt 1 ] && [ -z "${BT_BOOT:-}" ]; then
+	# (and a one-boot run's leftovers: report.py reads OUTDIR/runs
+	# before any boot-K)
+	rm -rf "$out"/boot-* "$out"/bench-torch.txt "$out"/bench-torch.json \
+		"$out"/bench-torch.png "$out"/bench-torch-ratios.png "$out"/plot-*.dat "$out"/ratios-*.dat \
+		"$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out"/util.* "$out/guest.ready" \
+		"$out"/tune-*.txt "$out/skipped.txt" "$out/chosen.env" "$out/torch.env" "$out"/profile-*.json
+	child=""
+	trap '[ -n "$child" ] && { kill -TERM "$child"; wait "$child"; }; exit 1' INT TERM
+	rc=0 t0=$(date +%s) last=0
+	for k in $(seq 1 "$BOOTS"); do
+		# BT_DEADLINE: no boot is started that the last one's length
+		# says would end after it (each boot also checks its repetitions)
+		if [ -n "${BT_DEADLINE:-}" ] && [ $k -gt 1 ] &&
+		   [ $(( $(date +%s) + last )) -gt "$(date -d "$BT_DEADLINE" +%s)" ]; then
+			echo "bench-torch: stopping after $((k - 1)) boots (deadline $BT_DEADLINE)"
+			break
+		fi
+		tb=$(date +%s)
+		echo "bench-torch: boot $k of $BOOTS -> $out/boot-$k"
+		BT_BOOT=$k "$here/run.sh" -o "$out/boot-$k" &
+		child=$!
+		wait $child || { rc=1; echo "bench-torch: boot $k failed" >&2; }
+		child=""
+		last=$(( $(date +%s) - tb ))
+		if [ $k = 1 ]; then
+			[ -s "$out/boot-1/chosen.env" ] ||
+				die "boot 1 chose no sizes: no later boot can repeat its configuration"
+			set -a
+			. "$out/boot-1/chosen.env"
+			set +a
+			echo "bench-torch: the later boots reuse boot 1's choices:" $(cat "$out/boot-1/chosen.env")
+		fi
+	done
+	echo "bench-torch: boots done in $(( ($(date +%s) - t0) / 60 )) min; their runs pooled:"
+	"$PY" "$here/report.py" --rate "$RATE" --out "$out" $([ "$QUICK" = 1 ] && echo --quick) || exit 1
+	exit $rc
+fi
+boot=${BT_BOOT:-1}
 rm -rf "$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out"/util.* "$out/guest.ready" \
-	"$out"/tune-*.txt "$out/skipped.txt"
+	"$out"/tune-*.txt "$out/skipped.txt" "$out/chosen.env"
 mkdir -p "$out/runs"
 
 # worker_scheme SCHEME: the training code of a bench scheme (worker.py's
@@ -124,6 +213,9 @@ worker_scheme() {
 	ddp|ddp-*) echo "$1" ;;
 	*-fp16) echo mercury-fp16 ;;
 	fifo|fifo1|prio|mercury) echo mercury ;;
+	# --- BT_BULK: bench/shared's queues, under mercury.torch ---
+	prio-last|ets-strict|ets-quanta|mercury-share|fq) echo mercury ;;
+	# --- end BT_BULK ---
 	*) return 1 ;;
 	esac
 }
@@ -154,7 +246,7 @@ if [ "$QUICK" = 1 ]; then
 	quick=(--quick)
 	echo "bench-torch: quick: $MODELS, $ITERS iterations, $REPEAT repetition(s): a preview, not a result"
 fi
-echo "bench-torch: schemes: $SCHEMES"
+echo "bench-torch: schemes: $SCHEMES${BT_BOOT:+ (boot $BT_BOOT of $BOOTS)}"
 
 echo "bench-torch: building"
 { make -C "$top" module && make -C "$top" tc-plugin &&
@@ -171,6 +263,21 @@ cat > "$out/torch.env" <<-EOT
 	POWERSGD_RANK=$POWERSGD_RANK
 	POWERSGD_START=$POWERSGD_START
 	EOT
+# --- BT_BULK (make bench-shared: bench/shared/run.sh) ---
+# BT_BULK=1: after each run, the same scheme again (a fresh qdisc) with an
+# untagged bulk TCP transfer (bench/shared/bulk.py: a checkpoint upload)
+# from rank 0's namespace to rank 1's over the same guest egress (port 1),
+# started BT_BULK_LEAD (0) seconds after the ranks begin training and
+# running until they end; the receiver counts its bytes per 5 s window
+# (runs/TAG.bulk, TAG MODEL.SCHEME+bulk.REP). BT_SHARE: sch_mercury's
+# untagged_share and ets-quanta's split. The report is
+# bench/shared/report.py's.
+BULK=${BT_BULK:-0}
+BULK_LEAD=${BT_BULK_LEAD:-0}
+BULK_TIMEOUT=${BT_BULK_TIMEOUT:-60}	# seconds of training beside the bulk, at most
+[ "$BULK" = 1 ] && printf "SHARE=%s\nITERS=%s\nRUN_TIMEOUT=%s\nBULK_TIMEOUT=%s\n" "${BT_SHARE:-10}" \
+	"$ITERS" "$RUN_TIMEOUT" "$BULK_TIMEOUT" >> "$out/torch.env"
+# --- end BT_BULK ---
 
 # Two namespaces, one tap each; qemu opens the taps, then they move.
 ns=(mtb-$$-0 mtb-$$-1)
@@ -274,6 +381,9 @@ profile() {
 for m in $MODELS; do
 	probe=""
 	eval "b=\$${m}_batch s=\$${m}_size"
+	# A later boot measures the first boot's sizes; the report takes
+	# the profiles and simulations of the first.
+	[ "$boot" -gt 1 ] && [ "$s" != auto ] && continue
 	# A size of "auto": the one at which a step's compute on this host
 	# equals its gradients' time on the link (communication-bound, with
 	# as much to overlap as to send), from a profile at the probe size;
@@ -312,6 +422,11 @@ for m in $MODELS; do
 			> "$out/runs/sim-$m-$sch.json" || die "mercury-sim failed on $m"
 	done
 done
+# What a later boot repeats (BT_BOOTS): the sizes, and ddp-tuned's cap
+# (appended below).
+for m in $MODELS; do
+	eval "echo BT_${m^^}_SIZE=\$${m}_size"
+done > "$out/chosen.env"
 
 # net_counters TAG SUFFIX: each namespace's TCP counters, before (net0)
 # and after (net1) a run; report.py diffs them: retransmissions and
@@ -356,6 +471,14 @@ run_ranks() {
 case " $SCHEMES " in *" ddp-tuned "*)
 	guest fifo
 	for m in $MODELS; do
+		eval "cap=\${BT_${m^^}_CAP:-}"
+		if [ -n "$cap" ]; then
+			eval "${m}_cap=$cap"
+			echo "BT_${m^^}_CAP=$cap" >> "$out/chosen.env"
+			echo "bench-torch: $m: ddp-tuned uses bucket_cap_mb $cap (BT_${m^^}_CAP)," \
+				"gradient_as_bucket_view" | tee -a "$out/hostload.txt"
+			continue
+		fi
 		caps=$(echo $DDP_BUCKETS | tr ' ' ,)
 		ITERS=$TUNE_ITERS run_ranks ddp-tuned "$m" "tune-$m" "$CHANNELS" --tune "$caps" ||
 			{ tail -n 5 "$out/runs/tune-$m.r0.log"; die "the bucket_cap_mb sweep of $m failed"; }
@@ -371,11 +494,72 @@ case " $SCHEMES " in *" ddp-tuned "*)
 			die "cannot choose bucket_cap_mb for $m"
 		read -r cap < "$out/tune-$m.txt"
 		eval "${m}_cap=$cap"
+		echo "BT_${m^^}_CAP=$cap" >> "$out/chosen.env"
 		echo "bench-torch: $m: ddp-tuned uses bucket_cap_mb $cap, gradient_as_bucket_view" \
 			"(s/iter: $(tail -n +2 "$out/tune-$m.txt" | awk '{ printf "%s%s MB %s", (NR > 1 ? ", " : ""), $1, $2 }'))" |
 			tee -a "$out/hostload.txt"
 	done ;;
 esac
+
+# --- BT_BULK ---
+# bulk_run WORKER MODEL SCHEME REP QUEUE CHANNELS [WORKER ARGS...]: the
+# run of the repetitions' loop again, with the bulk transfer beside it:
+# the sender starts BULK_LEAD s after the ranks have passed their first
+# barrier (worker.py writes BT_READY_FILE), so that it loads the
+# training, not the job's start-up (its rendezvous and connections are
+# untagged: under "untagged last" they would wait behind the bulk), and
+# stops when the ranks end.
+bulk_run() {
+	local w=$1 m=$2 sch=$3 r=$4 q=$5 ch=$6 tag rx tx rr wd res t=0 rt=() i p
+	shift 6
+	# real-time priority where allowed: on a loaded host a receiver that
+	# is not scheduled shifts bytes from one window into the next
+	chrt -f 1 true 2>/dev/null && rt=(chrt -f 1)
+	guest "$q"
+	tag=$m.$sch+bulk.$r
+	echo "$tag $nreq" >> "$out/runs/index"
+	ip netns exec "${ns[1]}" "${rt[@]}" "$PY" "$top/bench/shared/bulk.py" recv --bind 10.77.2.2 \
+		--port 5201 -o "$out/runs/$tag.bulk" > "$out/runs/$tag.bulk.rx.log" 2>&1 &
+	rx=$!
+	for i in 0 1; do
+		ip netns exec "${ns[$i]}" cat "/sys/class/net/${tap[$i]}/statistics/tx_dropped"
+	done > "$out/runs/$tag.tapdrops"
+	until [ -e "$out/runs/$tag.bulk.ready" ] || [ $t -ge 100 ]; do sleep 0.1; t=$((t + 1)); done
+	( export BT_READY_FILE=$out/runs/$tag.ready; run_ranks "$w" "$m" "$tag" "$ch" "$@" ) &
+	rr=$!
+	nrun=$((nrun + 1))	# run_ranks counted in its subshell
+	until [ -e "$out/runs/$tag.ready" ] || ! kill -0 "$rr" 2>/dev/null; do sleep 0.1; done
+	# BULK_TIMEOUT s of training at most (the start-up's time, which a
+	# loaded host stretches, is not charged to the scheme): then this
+	# run's two workers are stopped, found by their own record's name
+	(
+		sleep "$BULK_TIMEOUT"
+		for i in 0 1; do
+			for p in $(ip netns pids "${ns[$i]}" 2>/dev/null); do
+				grep -qaF -- "$out/runs/$tag.r$i.json" "/proc/$p/cmdline" 2>/dev/null &&
+					kill -TERM "$p" 2>/dev/null
+			done
+		done
+	) &
+	wd=$!
+	sleep "$BULK_LEAD"
+	ip netns exec "${ns[0]}" "${rt[@]}" "$PY" "$top/bench/shared/bulk.py" send --to 10.77.2.2:5201 \
+		> "$out/runs/$tag.bulk.tx.log" 2>&1 &
+	tx=$!
+	if wait "$rr"; then res=ok; else res=FAILED; fi
+	kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null
+	# packets the taps dropped before the guest (qemu not reading them:
+	# a host too busy for the emulated NIC), before and after the run
+	for i in 0 1; do
+		ip netns exec "${ns[$i]}" cat "/sys/class/net/${tap[$i]}/statistics/tx_dropped"
+	done >> "$out/runs/$tag.tapdrops"
+	kill -TERM "$tx" 2>/dev/null; wait "$tx"
+	kill -TERM "$rx" 2>/dev/null; wait "$rx"
+	echo "bench-torch: [$(($(date +%s) - start))s] $m $sch run $r with the bulk: $res" \
+		"($(cut -d' ' -f1 /proc/loadavg); bulk $(awk '{ b += $3 } END { print b + 0 }' \
+		"$out/runs/$tag.bulk" 2>/dev/null) bytes in whole windows)"
+}
+# --- end BT_BULK ---
 
 # Every repetition runs every model under every scheme, in turn.
 total=$(( REPEAT * $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
@@ -419,14 +603,58 @@ for r in $(seq 1 "$REPEAT"); do
 			echo "bench-torch: [$(($(date +%s) - start))s] $k/$total $m $sch run $r: $res" \
 				"($(cut -d' ' -f1 /proc/loadavg))"
 			[ $res = ok ] || tail -n 5 "$out/runs/$tag.r0.log" "$out/runs/$tag.r1.log"
+			# --- BT_BULK ---
+			[ "$BULK" = 1 ] && bulk_run "$w" "$m" "$sch" "$r" "$q" "$ch" "${extra[@]}"
+			# --- end BT_BULK ---
 		done
 	done
 done
+# --- BT_CAPTURE (make demo's picture: scripts/demo.sh, bench/torch/capture.py) ---
+# BT_CAPTURE=1: after the repetitions, one more run of each model with
+# mercury.torch (mercury-fp16 if kept, else mercury) on BT_CHANNELS
+# tagged channels, through pfifo, then through sch_mercury, while
+# capture.py records (time, DSCP, length) of what the guest's port 1
+# sends, as it arrives on rank 1's tap: OUTDIR/capture-MODEL-QUEUE.txt,
+# runs/capture-MODEL-QUEUE.r*.json; BT_CAPTURE_ITERS iterations (default
+# BT_ITERS). Not in runs/index: no table counts them.
+if [ "${BT_CAPTURE:-0}" = 1 ]; then
+	case " $SCHEMES " in *" mercury-fp16 "*) cw=mercury-fp16 ;; *) cw=mercury ;; esac
+	for m in $MODELS; do
+		for q in fifo mercury; do
+			guest "$q"
+			rm -f "$out/capture.ready"
+			ip netns exec "${ns[1]}" "$PY" "$here/capture.py" sniff "${tap[1]}" \
+				"$out/capture-$m-$q.txt" --ready "$out/capture.ready" &
+			cpid=$!
+			t=0
+			until [ -e "$out/capture.ready" ] || [ $t -ge 100 ]; do sleep 0.1; t=$((t + 1)); done
+			if ITERS=${BT_CAPTURE_ITERS:-$ITERS} run_ranks "$cw" "$m" "capture-$m-$q" "$CHANNELS"
+			then res=ok; else res=FAILED; fi
+			kill -TERM "$cpid" 2>/dev/null; wait "$cpid"
+			echo "bench-torch: [$(($(date +%s) - start))s] capture $m $cw on $q: $res" \
+				"($(tail -n 1 "$out/capture-$m-$q.txt" 2>/dev/null | tr -d '#'))"
+		done
+	done
+fi
+# --- end BT_CAPTURE ---
 guest done
 wait $vm
 vrc=$?
 vm=""
 echo "bench-torch: host load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/hostload.txt"
 grep -E '^(not )?ok' "$out/vm-run.out"
-"$PY" "$here/report.py" --rate "$RATE" --out "$out" "${quick[@]}" || exit 1
+# --- BT_BULK: the shared-NIC table instead of bench-torch's ---
+if [ "$BULK" = 1 ]; then
+	"$PY" "$top/bench/shared/report.py" --out "$out" "${quick[@]}" || exit 1
+	[ $vrc = 0 ]
+	exit
+fi
+# --- end BT_BULK ---
+if [ -n "${BT_BOOT:-}" ]; then
+	# one of several boots: its own report to its directory only
+	"$PY" "$here/report.py" --rate "$RATE" --out "$out" "${quick[@]}" > /dev/null || exit 1
+	echo "bench-torch: boot $BT_BOOT's own report: $out/bench-torch.txt"
+else
+	"$PY" "$here/report.py" --rate "$RATE" --out "$out" "${quick[@]}" || exit 1
+fi
 [ $vrc = 0 ]

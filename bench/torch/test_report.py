@@ -560,6 +560,128 @@ with tempfile.TemporaryDirectory() as d:
           p.stdout.startswith("PREVIEW (BT_QUICK=1") and js["quick"] is True and
           "leaving out mercury-fp16: no compression yet" in p.stdout, p.stdout)
 
+# The headline table, from an OUTDIR of boots as run.sh's BT_BOOTS
+# leaves it (boot-1, boot-2; the report pools them and is written to
+# OUTDIR). Stock DDP runs at 1.0 it/s everywhere; per boot:
+#   ddp-tuned     1.0 / 1.1        -> 1.05x [1.0-1.1] over DDP: no difference
+#   mercury       1.3 / 1.4        -> 1.35x [1.3-1.4]; over ddp-tuned, the
+#                                     best fp32 variant (1.05x): 1.3 and
+#                                     1.4/1.1, median 1.286: target met
+#   ddp-fp16      1.2 / 1.2
+#   mercury-fp16  1.26 / 1.26      -> 1.05x over DDP fp16: target missed,
+#                                     its forward blocked 0.9 of 2.1 s and
+#                                     the host's CPU 97% busy
+#   prio          boot 2 only: 0.9, 1.0, 1.1 -> 1.0x [0.9-1.1], 3 runs, 1 boot
+# The interval of two boots whose ratios are each constant: resampling
+# the boots gives both from one boot or one from each, so its ends are
+# the two boots' values (two-stage bootstrap, above).
+def headline_dirs(top):
+    for k, (tuned, merc, prio) in enumerate(((1.0, 1.3, None), (1.1, 1.4, [0.9, 1.0, 1.1])), 1):
+        d = os.path.join(top, "boot-%d" % k)
+        table = {"ddp": [1.0] * 3, "ddp-tuned": [tuned] * 3, "ddp-fp16": [1.2] * 3,
+                 "mercury": [merc] * 3, "mercury-fp16": [1.26] * 3}
+        if prio:
+            table["prio"] = prio
+        boot_dir(d, table, {"ddp-tuned": {"bucket_cap_mb": 5.0,
+                                          "gradient_as_bucket_view": True}})
+        for r in (1, 2, 3):
+            tag = "toy.mercury-fp16.%d" % r
+            for k2 in (0, 1):
+                f = os.path.join(d, "runs", "%s.r%d.json" % (tag, k2))
+                with open(f) as g:
+                    rk = json.load(g)
+                rk["phases"] = [[9, 9, 9, 9], [1.0, 0.9, 1.0, 0.1]]
+                with open(f, "w") as g:
+                    json.dump(rk, g)
+            # the host's ticks: 97 of 100 not idle
+            for c, line in (("cpu0", "cpu  0 0 0 100 0 0 0 0 0 0\n"),
+                            ("cpu1", "cpu  97 0 0 103 0 0 0 0 0 0\n")):
+                with open(os.path.join(d, "runs", "%s.%s" % (tag, c)), "w") as g:
+                    g.write(line)
+    # the first boot's sweep is the one the report prints
+    with open(os.path.join(top, "boot-1", "tune-toy.txt"), "w") as f:
+        f.write("5\n1 0.500\n5 0.400\n25 0.450\n")
+
+
+with tempfile.TemporaryDirectory() as top:
+    headline_dirs(top)
+    p, js = run_dirs(top)
+    out = p.stdout
+    hl = (js or {}).get("headline", {}).get("toy", {})
+    check("an OUTDIR of boots: the report pools boot-1 and boot-2 and is "
+          "written to OUTDIR",
+          p.returncode == 0 and js["boots"] == 2 and
+          os.path.exists(os.path.join(top, "bench-torch.txt")) and
+          not os.path.exists(os.path.join(top, "boot-1", "bench-torch.txt")) and
+          "two-stage over 2 boots" in js["interval"] and
+          "5 MB 0.400" in out, out + p.stderr)
+    check("the headline table comes first: a row per scheme, it/s over "
+          "stock DDP with its interval and runs/boots",
+          out.startswith("headline: it/s over stock DDP") and
+          re.search(r"\n  stock DDP +1 \(6 runs\)", out) and
+          re.search(r"\n  mercury\.torch, sch_mercury +1\.350x \[1\.300-1\.400\] 6/2 *\n", out)
+          and hl.get("mercury", {}).get("n") == 6 and hl["mercury"]["boots"] == 2 and
+          "mercury.torch, pfifo, 1 chan" not in out.split("\n\n")[0], out)
+    check("headline verdicts: an interval holding 1.0 is 'no difference', "
+          "a scheme run in one boot says so",
+          re.search(r"\n  DDP tuned buckets +1\.050x \[1\.000-1\.100\] 6/2 no difference", out)
+          and re.search(r"\n  mercury\.torch, prio 16 +1\.000x \[0\.900-1\.100\] 3/1 "
+                        r"no difference", out) and
+          hl.get("prio", {}).get("verdict") == "no difference", out)
+    check("headline targets: mercury.torch over the best fp32 DDP variant "
+          "(tuned) met",
+          "toy: mercury.torch, sch_mercury over the best fp32 DDP variant (DDP "
+          "tuned buckets): 1.286x [1.273-1.300] n=6, 2 boots: met" in out and
+          js["models"]["toy"]["targets"].get("mercury_vs_ddp-tuned") is True, out)
+    check("headline targets: fp16 over DDP fp16 missed, with the measured "
+          "blocked forward and host CPU that explain it",
+          re.search(r"toy: mercury\.torch fp16, sch_mercury over DDP fp16 \(DDP "
+                    r"fp16_compress_hook\): 1\.050x \[1\.050-1\.050\] n=6, 2 boots: "
+                    r"missed\n    why: .*forward waited 0\.90 s of each 2\.10 s iteration.*"
+                    r"host CPU was 97% busy.*; measured: .*host CPU 97%", out) and
+          js["models"]["toy"]["targets"].get("mercury-fp16_vs_ddp-fp16") is False, out)
+    # the ratio plot's data and script (gnuplot itself is not needed)
+    text, js = report.report(top, "10mbit")
+    scripts = []
+    real_run = report.subprocess.run
+    report.subprocess.run = lambda args, input=None, **kw: scripts.append(input)
+    try:
+        report.plot_ratios(top, js)
+    finally:
+        report.subprocess.run = real_run
+    with open(os.path.join(top, "ratios-toy-0.dat")) as f:
+        merc = f.read().split("\n")
+    gp = scripts[0] if scripts else ""
+    # x positions follow the table's order: ddp-tuned 0, ddp-fp16 1,
+    # prio 2, mercury 3, mercury-fp16 4
+    check("ratio plot: Mercury's points and intervals in their own series, "
+          "dark blue, a line at 1.0, every scheme a labelled tick",
+          merc[:2] == ["3 1.350000 1.300000 1.400000", "4 1.260000 1.260000 1.260000"]
+          and 'lc rgb "#08306b"' in gp and "plot 1 with lines" in gp and
+          "with yerrorbars" in gp and '"mercury.torch, prio 16" 2' in gp and
+          '"DDP tuned buckets" 0' in gp and "bench-torch-ratios.png" in gp, gp)
+
+with tempfile.TemporaryDirectory() as top:
+    os.makedirs(os.path.join(top, "boot-1"))
+    p, js = run_dirs(top)
+    check("an OUTDIR with neither runs/ nor a boot that has runs is an error "
+          "that says so, exit 1",
+          p.returncode == 1 and "no runs/index in" in p.stderr and
+          "Traceback" not in p.stderr, p.stdout + p.stderr)
+
+# vit: a size the rule picks is a multiple of 32 (balanced_size's step),
+# so the patch must divide 32, and the probe must be a multiple of it.
+with open(os.path.join(here, "models.py")) as f:
+    m = re.search(r"^VIT_PATCH = (\d+)", f.read(), re.M)
+with open(os.path.join(here, "run.sh")) as f:
+    probe = re.search(r"\bvit_probe=(\d+)", f.read())
+step = report.balanced_size.__defaults__[1:3]   # (step, lo)
+check("vit: its patch divides the size rule's step and smallest size, "
+      "and its probe size",
+      m and probe and step[0] % int(m.group(1)) == 0 and step[1] % int(m.group(1)) == 0
+      and int(probe.group(1)) % int(m.group(1)) == 0,
+      "%s %s %s" % (m and m.group(1), probe and probe.group(1), step))
+
 with open(os.path.join(here, "run.sh")) as f:
     m = re.search(r'^ALL_SCHEMES="([^"]*)"', f.read(), re.M)
 check("run.sh runs the schemes the report knows, in its order",

@@ -47,6 +47,7 @@ import inspect
 import json
 import os
 import sys
+import threading
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -61,6 +62,8 @@ from models import MODELS                       # noqa: E402
 
 SCHEMES = ("ddp", "ddp-tuned", "ddp-fp16", "ddp-bf16", "ddp-powersgd",
            "mercury", "mercury-fp16")
+# seconds the process group's teardown may take after the record is written
+TEARDOWN_S = 30
 
 
 def comm_hooks():
@@ -193,6 +196,12 @@ def train(net, optimizer, data, mercury_opt):
         return mercury_opt.mercury.wait_seconds if mercury_opt else 0.0
 
     dist.barrier()
+    # --- BT_BULK (bench/shared): tell run.sh that training starts, so
+    # that its bulk transfer runs beside the training, not the start-up ---
+    if os.environ.get("BT_READY_FILE"):
+        with open(os.environ["BT_READY_FILE"], "w") as f:
+            f.write("%.3f\n" % time.time())
+    # --- end BT_BULK ---
     starts, losses, phases = [], [], []
     for x, y in data:
         starts.append(time.perf_counter())
@@ -310,7 +319,19 @@ def main():
     with open(a.output + ".tmp", "w") as f:
         json.dump(res, f)
     os.rename(a.output + ".tmp", a.output)
-    dist.destroy_process_group()
+    # The record is written. torch 1.13's gloo teardown can hang once the
+    # peer holding the rendezvous store has exited (seen: a rank blocked
+    # in destroy_process_group until run.sh's timeout, 15 min lost); wait
+    # for it a while, then leave without the finalizers that would hang too.
+    t = threading.Thread(target=dist.destroy_process_group, daemon=True)
+    t.start()
+    t.join(TEARDOWN_S)
+    if t.is_alive():
+        print("worker.py: destroy_process_group did not return in %d s; the "
+              "record is written, exiting" % TEARDOWN_S, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -162,7 +162,10 @@ def profile(model, make_batch, loss_fn=None, optimizer=None, iters=5,
              "ready_ms": ms([r["ready"][n] for r in runs])}
         others = [o for o in own if o != e["module"]]
         if e["module"] is None:
-            others = [o for o in others if n.rsplit(".", 1)[0] != o]
+            # its parent path names it (the root "" for a parameter of
+            # the model itself, such as a ViT's class_token)
+            parent = n.rsplit(".", 1)[0] if "." in n else ""
+            others = [o for o in others if o != parent]
         if others:
             e["shared_with"] = others
         grad_ready.append(e)
