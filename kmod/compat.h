@@ -11,9 +11,10 @@
  * tc_qdisc_stats_dump), qdisc_drop and __qdisc_drop with a to_free list,
  * qdisc_tree_reduce_backlog(sch, n, len), gnet_stats_basic_sync with
  * gnet_stats_copy_basic(d, NULL, b, true), nla_parse_nested with
- * NLA_POLICY_FULL_RANGE/MAX/MIN, kmem_cache_create with five arguments
+ * NLA_POLICY_FULL_RANGE/MAX/MIN (6.1 points at a writable range, so the
+ * module's ranges are not const), kmem_cache_create with five arguments
  * (6.12 turned it into a macro that still takes them), skb_protocol,
- * skb_get_hash, rtnl_kfree_skbs.
+ * skb_get_hash, rtnl_kfree_skbs, kvzalloc_node, netdev_queue_numa_node_read.
  */
 #ifndef _MERCURY_COMPAT_H
 #define _MERCURY_COMPAT_H
@@ -30,6 +31,23 @@
  */
 #ifndef MODULE_ALIAS_NET_SCH
 #define MODULE_ALIAS_NET_SCH(id)	MODULE_ALIAS("net-sch-" id)
+#endif
+
+/*
+ * Qdisc drop reasons: where sch_generic.h brings in dropreason-qdisc.h
+ * (its DEFINE_QDISC_DROP_REASON list), a qdisc tells why it dropped a
+ * packet (tracepoint qdisc:qdisc_drop) through qdisc_drop_reason() with a
+ * QDISC_DROP_* reason. Where it does not, every qdisc drop carries the
+ * same generic reason, and the argument is unused.
+ */
+#ifndef DEFINE_QDISC_DROP_REASON
+enum qdisc_drop_reason {
+	QDISC_DROP_GENERIC,
+	QDISC_DROP_OVERLIMIT,
+};
+
+#define qdisc_drop_reason(skb, sch, to_free, reason) \
+	qdisc_drop(skb, sch, to_free)
 #endif
 
 #endif /* _MERCURY_COMPAT_H */

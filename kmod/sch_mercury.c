@@ -45,9 +45,12 @@
  *  - With bypass on (the default), a packet that finds the qdisc empty
  *    and the device free is sent by the core at once, as with pfifo_fast
  *    and fq_codel: counted in the qdisc's statistics, not in its level's.
+ *  - Every level is a class with its own statistics: minor N for tag N
+ *    (levels is at most 65534, so every tag has one), minor ffff for the
+ *    untagged class.
  *
  * Data structures, every operation O(1) or O(log n) in the worst case
- * (mercury_core.h; Documentation/sch_mercury.md):
+ * (Documentation/sch_mercury.md):
  *  - Levels indexed by rank (0 first) under a three-word bitmap:
  *    first, last and next non-empty level in three word operations.
  *  - Flows come from a kmem_cache (GFP_ATOMIC; a packet whose flow cannot
@@ -86,23 +89,63 @@
 #include <net/tcp_states.h>
 #include <linux/mercury.h>
 
-struct mercury_flow;
-static struct mercury_flow *mercury_flow_alloc(void);
-static void mercury_flow_free(struct mercury_flow *f);
+#define MERCURY_MAX_RANKS	(TC_MERCURY_MAX_LEVELS + 1)
+#define MERCURY_LEAF_WORDS(n)	DIV_ROUND_UP(n, 64)
+#define MERCURY_MID_WORDS	MERCURY_LEAF_WORDS(MERCURY_LEAF_WORDS(MERCURY_MAX_RANKS))
+#define MERCURY_NO_RANK		U32_MAX
 
-#include "mercury_core.h"
+/* With the untagged class first and no untagged_share given, untagged
+ * packets get at most this percentage of the bytes while tagged packets
+ * wait (Documentation/sch_mercury.md, "Untagged share").
+ */
+#define MERCURY_FIRST_SHARE	50
 
-static struct kmem_cache *mercury_flow_cachep __read_mostly;
+/* Per-packet state, in the 20 bytes of skb->cb a qdisc owns. The packet
+ * itself is a node of its flow's tree through skb->rbnode (which overlays
+ * next, prev and dev: mercury_out() restores skb->dev when a packet leaves).
+ */
+struct mercury_skb_cb {
+	u64	seq;		/* arrival order, qdisc-wide */
+	u32	rank;		/* level index, 0 served first */
+	u32	min_rank;	/* most urgent rank in this subtree of the flow */
+};
 
-static struct mercury_flow *mercury_flow_alloc(void)
-{
-	return kmem_cache_alloc(mercury_flow_cachep, GFP_ATOMIC | __GFP_NOWARN);
-}
+/* A flow: one socket (or one hash value without a socket), and with flow
+ * order off one rank of it. Allocated when its first packet arrives and
+ * freed when its last one leaves.
+ */
+struct mercury_flow {
+	struct rb_root_cached	pkts;		/* by arrival; leftmost: oldest */
+	struct sk_buff		*tail;		/* newest packet */
+	struct list_head	node;		/* in levels[rank].flows, or spares */
+	int			deficit;	/* bytes */
+	u32			rank;		/* level served at: its most urgent */
+	u32			qlen;		/* packets */
+	u32			key_rank;	/* flow order off: its packets' rank */
+	unsigned long		key;		/* socket pointer, or hash << 1 | 1 */
+	struct rb_node		hnode;		/* in t.buckets[bucket], by key */
+	struct rb_node		tnode;		/* in q->tails, by its newest packet */
+	u32			bucket;		/* index into t.buckets */
+};
 
-static void mercury_flow_free(struct mercury_flow *f)
-{
-	kmem_cache_free(mercury_flow_cachep, f);
-}
+/* One level. The lists hold flows by their served rank; the counters
+ * count packets by their own tag.
+ */
+struct mercury_level {
+	struct list_head	flows;		/* round-robin list of flows */
+	u32			nflows;		/* flows in the list */
+	u32			qlen;		/* packets queued */
+	u32			backlog;	/* bytes queued */
+	u32			drops;		/* packets dropped */
+	struct gnet_stats_basic_sync bstats;	/* packets and bytes sent */
+};
+
+/* Everything whose size depends on the configuration. */
+struct mercury_tables {
+	struct mercury_level	*levels;	/* nlevels + 1 entries */
+	u64			*leaf;		/* one bit per rank */
+	struct rb_root		*buckets;	/* 1 << bucket_bits flow trees */
+};
 
 struct mercury_config {
 	u32	levels;		/* tagged levels */
@@ -120,20 +163,663 @@ struct mercury_config {
 };
 
 struct mercury_sched_data {
-	/* packet path */
-	struct mercury_core	c;
-	struct mercury_config	cfg;
+	/* packet path: enqueue, dequeue and peek */
+	struct mercury_tables	t;
+	struct rb_root_cached	tails;			/* flows; leftmost: victim */
+	u64			top;			/* bit per mid word */
+	u64			mid[MERCURY_MID_WORDS];	/* bit per leaf word */
+	u64			seq;			/* packets ever queued */
+	s64			share_credit;		/* bytes x 100 */
+	u32			drr_quantum;		/* max(quantum, largest packet) */
+	u32			bucket_bits;		/* log2 of the bucket count */
 	u32			untagged_rank;		/* rank of tag 0 */
+	u32			share;			/* untagged percent, 0: none */
+	u32			active_levels;		/* ranks holding flows */
+	u32			nflows;			/* flows holding packets */
+	u32			memory_usage;		/* bytes of truesize */
+	struct list_head	spares;			/* free flows kept */
+	u32			nspares;		/* flows in spares */
+	u32			keep_spares;		/* most flows kept free */
+
+	/* configuration: written by change(), read by dump() */
+	struct mercury_config	cfg;
 
 	/* statistics */
-	u32			stat_most_urgent;
-	u64			stat_drops_limit;
-	u64			stat_drops_memory;
-	u64			stat_inversions_avoided;
-	u64			stat_untagged_packets;
-	u64			stat_untagged_bytes;
-	u64			stat_drops_flows;	/* no memory for a flow */
+	u32			stat_most_urgent;	/* smallest tag queued */
+	u64			stat_drops_limit;	/* packets */
+	u64			stat_drops_memory;	/* packets */
+	u64			stat_drops_flows;	/* packets: no memory for a flow */
+	u64			stat_inversions_avoided;	/* packets */
+	u64			stat_untagged_packets;	/* segments */
+	u64			stat_untagged_bytes;	/* bytes */
+	u64			stat_share_forced;	/* packets served out of rank order */
 };
+
+static struct kmem_cache *mercury_flow_cachep __read_mostly;
+
+static struct mercury_skb_cb *mercury_cb(const struct sk_buff *skb)
+{
+	qdisc_cb_private_validate(skb, sizeof(struct mercury_skb_cb));
+	return (struct mercury_skb_cb *)qdisc_skb_cb(skb)->data;
+}
+
+static u32 mercury_rank_of(const struct sk_buff *skb)
+{
+	return mercury_cb(skb)->rank;
+}
+
+static struct sk_buff *mercury_skb(struct rb_node *n)
+{
+	return rb_entry(n, struct sk_buff, rbnode);
+}
+
+/* The 'flows' option sizes the flow lookup table: @flows buckets, rounded
+ * up to a power of two (at least two). Each bucket is a tree, so a crowded
+ * bucket costs O(log flows), never a list walk, and the number of flows is
+ * bounded by the queued packets, not by the table.
+ */
+static u32 mercury_bucket_bits(u32 flows)
+{
+	return flows > 2 ? fls(flows - 1) : 1;
+}
+
+/* A new configured DRR quantum. drr_quantum must stay at least every
+ * queued packet's length (mercury_select), or peek and dequeue could pick
+ * different flows: it rises at once, and comes down only when the queue
+ * is empty (mercury_flow_requeue).
+ */
+static void mercury_set_quantum(struct mercury_sched_data *q, u32 quantum)
+{
+	WRITE_ONCE(q->cfg.quantum, quantum);
+	if (!q->nflows || quantum > q->drr_quantum)
+		q->drr_quantum = quantum;
+}
+
+/* ---- the level bitmap ------------------------------------------------ */
+
+static void mercury_bit_set(struct mercury_sched_data *q, u32 rank)
+{
+	u32 w = rank / 64;
+
+	q->t.leaf[w] |= BIT_ULL(rank % 64);
+	q->mid[w / 64] |= BIT_ULL(w % 64);
+	q->top |= BIT_ULL(w / 64);
+}
+
+static void mercury_bit_clear(struct mercury_sched_data *q, u32 rank)
+{
+	u32 w = rank / 64;
+
+	q->t.leaf[w] &= ~BIT_ULL(rank % 64);
+	if (q->t.leaf[w])
+		return;
+	q->mid[w / 64] &= ~BIT_ULL(w % 64);
+	if (q->mid[w / 64])
+		return;
+	q->top &= ~BIT_ULL(w / 64);
+}
+
+/* Most urgent rank holding a flow, or MERCURY_NO_RANK. */
+static u32 mercury_first_rank(const struct mercury_sched_data *q)
+{
+	u32 m, w;
+
+	if (!q->top)
+		return MERCURY_NO_RANK;
+	m = __ffs64(q->top);
+	w = m * 64 + __ffs64(q->mid[m]);
+	return w * 64 + __ffs64(q->t.leaf[w]);
+}
+
+/* Most urgent rank above @rank holding a flow, or MERCURY_NO_RANK: at
+ * most one masked word at each of the three depths.
+ */
+static u32 mercury_next_rank_after(const struct mercury_sched_data *q,
+				   u32 rank)
+{
+	u32 r = rank + 1, w = r / 64, m = w / 64;
+	u64 bits;
+
+	if (r >= MERCURY_MAX_RANKS || !q->top)
+		return MERCURY_NO_RANK;
+	if (q->mid[m] & BIT_ULL(w % 64)) {
+		bits = q->t.leaf[w] & (~0ULL << (r % 64));
+		if (bits)
+			return w * 64 + __ffs64(bits);
+	}
+	bits = (w % 64 == 63) ? 0 : q->mid[m] & (~0ULL << (w % 64 + 1));
+	if (!bits) {
+		bits = (m == 63) ? 0 : q->top & (~0ULL << (m + 1));
+		if (!bits)
+			return MERCURY_NO_RANK;
+		m = __ffs64(bits);
+		bits = q->mid[m];
+	}
+	w = m * 64 + __ffs64(bits);
+	return w * 64 + __ffs64(q->t.leaf[w]);
+}
+
+/* ---- flows on levels ------------------------------------------------- */
+
+/* Only the flow at the head of a level sends, so every other flow on the
+ * list has a positive deficit; a flow keeps that promise when it moves:
+ * its deficit is above -drr_quantum (it was positive before its last
+ * packet, no longer than drr_quantum), so one quantum makes it positive.
+ */
+static void mercury_flow_attach(struct mercury_sched_data *q,
+				struct mercury_flow *f, u32 rank)
+{
+	struct mercury_level *l = &q->t.levels[rank];
+
+	if (list_empty(&l->flows)) {
+		mercury_bit_set(q, rank);
+		q->active_levels++;
+	}
+	if (f->deficit <= 0)
+		f->deficit += q->drr_quantum;
+	list_add_tail(&f->node, &l->flows);
+	l->nflows++;
+	f->rank = rank;
+}
+
+static void mercury_flow_detach(struct mercury_sched_data *q,
+				struct mercury_flow *f)
+{
+	struct mercury_level *l = &q->t.levels[f->rank];
+
+	list_del_init(&f->node);
+	l->nflows--;
+	if (list_empty(&l->flows)) {
+		mercury_bit_clear(q, f->rank);
+		q->active_levels--;
+	}
+}
+
+/* ---- a flow's packets: augmented tree by arrival ---------------------- */
+
+static u32 mercury_subtree_min(const struct rb_node *n)
+{
+	return n ? mercury_cb(rb_entry(n, struct sk_buff, rbnode))->min_rank :
+		   MERCURY_NO_RANK;
+}
+
+/* Recompute @skb's subtree minimum; true if @exit and it did not change. */
+static bool mercury_min_compute(struct sk_buff *skb, bool exit)
+{
+	struct mercury_skb_cb *cb = mercury_cb(skb);
+	u32 m = cb->rank, s;
+
+	s = mercury_subtree_min(skb->rbnode.rb_left);
+	if (s < m)
+		m = s;
+	s = mercury_subtree_min(skb->rbnode.rb_right);
+	if (s < m)
+		m = s;
+	if (exit && cb->min_rank == m)
+		return true;
+	cb->min_rank = m;
+	return false;
+}
+
+static void mercury_min_propagate(struct rb_node *rb,
+				  struct rb_node *stop)
+{
+	while (rb != stop) {
+		if (mercury_min_compute(mercury_skb(rb), true))
+			break;
+		rb = rb_parent(rb);
+	}
+}
+
+static void mercury_min_copy(struct rb_node *old, struct rb_node *new)
+{
+	mercury_cb(mercury_skb(new))->min_rank =
+		mercury_cb(mercury_skb(old))->min_rank;
+}
+
+static void mercury_min_rotate(struct rb_node *old, struct rb_node *new)
+{
+	mercury_min_copy(old, new);
+	mercury_min_compute(mercury_skb(old), false);
+}
+
+static const struct rb_augment_callbacks mercury_min_callbacks = {
+	.propagate	= mercury_min_propagate,
+	.copy		= mercury_min_copy,
+	.rotate		= mercury_min_rotate,
+};
+
+/* Most urgent rank among the flow's packets: the root's subtree minimum. */
+static u32 mercury_flow_min(const struct mercury_flow *f)
+{
+	return mercury_subtree_min(f->pkts.rb_root.rb_node);
+}
+
+/* Append @skb as the newest packet: the right child of the rightmost
+ * node, then rebalance. O(log qlen) whatever the ranks.
+ */
+static void mercury_pkts_push(struct mercury_flow *f,
+			      struct sk_buff *skb)
+{
+	struct rb_node *parent = f->tail ? &f->tail->rbnode : NULL;
+	struct rb_node **link = parent ? &parent->rb_right :
+					 &f->pkts.rb_root.rb_node;
+
+	mercury_cb(skb)->min_rank = mercury_rank_of(skb);
+	rb_link_node(&skb->rbnode, parent, link);
+	if (parent)
+		mercury_min_propagate(parent, NULL);
+	rb_insert_augmented_cached(&skb->rbnode, &f->pkts, !parent,
+				   &mercury_min_callbacks);
+	f->tail = skb;
+	f->qlen++;
+}
+
+static void mercury_pkts_erase(struct mercury_flow *f,
+			       struct sk_buff *skb)
+{
+	if (skb == f->tail)
+		f->tail = f->qlen > 1 ? mercury_skb(rb_prev(&skb->rbnode)) :
+					NULL;
+	rb_erase_augmented_cached(&skb->rbnode, &f->pkts,
+				  &mercury_min_callbacks);
+	f->qlen--;
+	skb->next = NULL;
+	skb->prev = NULL;
+}
+
+static struct sk_buff *mercury_flow_head(const struct mercury_flow *f)
+{
+	return mercury_skb(rb_first_cached(&f->pkts));
+}
+
+/* ---- flows by their newest packet, for the drop policy ---------------- */
+
+/* Leftmost first: the least urgent newest packet, the newest among equals. */
+static bool mercury_tail_before(struct rb_node *a,
+				const struct rb_node *b)
+{
+	const struct mercury_skb_cb *x, *y;
+
+	x = mercury_cb(rb_entry(a, struct mercury_flow, tnode)->tail);
+	y = mercury_cb(rb_entry(b, struct mercury_flow, tnode)->tail);
+	return x->rank > y->rank || (x->rank == y->rank && x->seq > y->seq);
+}
+
+/* ---- flow lookup and life ---------------------------------------------- */
+
+static u32 mercury_bucket_of(const struct mercury_sched_data *q,
+			     unsigned long key, u32 key_rank)
+{
+	return (u32)hash_64((u64)key + key_rank, q->bucket_bits);
+}
+
+static int mercury_key_cmp(unsigned long key, u32 key_rank,
+			   const struct mercury_flow *f)
+{
+	if (key != f->key)
+		return key < f->key ? -1 : 1;
+	if (key_rank != f->key_rank)
+		return key_rank < f->key_rank ? -1 : 1;
+	return 0;
+}
+
+/* The flow of @key (and @rank without flow order), or NULL. */
+static struct mercury_flow *mercury_flow_find(const struct mercury_sched_data *q,
+					      unsigned long key, u32 rank)
+{
+	u32 key_rank = q->cfg.flow_order ? 0 : rank;
+	struct rb_node *n = q->t.buckets[mercury_bucket_of(q, key, key_rank)].rb_node;
+	struct mercury_flow *f;
+	int d;
+
+	while (n) {
+		f = rb_entry(n, struct mercury_flow, hnode);
+		d = mercury_key_cmp(key, key_rank, f);
+		if (!d)
+			return f;
+		n = d < 0 ? n->rb_left : n->rb_right;
+	}
+	return NULL;
+}
+
+/* A free flow, from the spares or the allocator; NULL without memory. */
+static struct mercury_flow *mercury_flow_get(struct mercury_sched_data *q)
+{
+	struct mercury_flow *f;
+
+	if (!list_empty(&q->spares)) {
+		f = list_first_entry(&q->spares, struct mercury_flow, node);
+		list_del(&f->node);
+		q->nspares--;
+		return f;
+	}
+	return kmem_cache_alloc(mercury_flow_cachep, GFP_ATOMIC | __GFP_NOWARN);
+}
+
+static void mercury_flow_put(struct mercury_sched_data *q,
+			     struct mercury_flow *f)
+{
+	if (q->nspares < q->keep_spares) {
+		list_add(&f->node, &q->spares);
+		q->nspares++;
+	} else {
+		kmem_cache_free(mercury_flow_cachep, f);
+	}
+}
+
+/* Keep at most @keep free flows from now on. */
+static void mercury_spares_trim(struct mercury_sched_data *q, u32 keep)
+{
+	struct mercury_flow *f;
+
+	q->keep_spares = keep;
+	while (q->nspares > keep) {
+		f = list_first_entry(&q->spares, struct mercury_flow, node);
+		list_del(&f->node);
+		q->nspares--;
+		kmem_cache_free(mercury_flow_cachep, f);
+	}
+}
+
+/* Make sure the packet of @key and @rank can be queued: its flow exists,
+ * or there is memory for a new one (kept as a spare). Called before the
+ * drop policy evicts anything for it.
+ */
+static int mercury_flow_reserve(struct mercury_sched_data *q,
+				unsigned long key, u32 rank)
+{
+	struct mercury_flow *f;
+
+	if (mercury_flow_find(q, key, rank))
+		return 0;
+	if (!list_empty(&q->spares))
+		return 0;
+	f = kmem_cache_alloc(mercury_flow_cachep, GFP_ATOMIC | __GFP_NOWARN);
+	if (!f)
+		return -ENOMEM;
+	list_add(&f->node, &q->spares);
+	q->nspares++;
+	return 0;
+}
+
+static struct mercury_flow *mercury_flow_create(struct mercury_sched_data *q,
+						unsigned long key, u32 rank)
+{
+	u32 key_rank = q->cfg.flow_order ? 0 : rank;
+	u32 b = mercury_bucket_of(q, key, key_rank);
+	struct rb_node **link = &q->t.buckets[b].rb_node, *parent = NULL;
+	struct mercury_flow *f;
+
+	while (*link) {
+		parent = *link;
+		f = rb_entry(parent, struct mercury_flow, hnode);
+		link = mercury_key_cmp(key, key_rank, f) < 0 ? &parent->rb_left :
+							    &parent->rb_right;
+	}
+	f = mercury_flow_get(q);
+	if (!f)
+		return NULL;
+	f->pkts = RB_ROOT_CACHED;
+	f->tail = NULL;
+	f->qlen = 0;
+	f->key = key;
+	f->key_rank = key_rank;
+	f->bucket = b;
+	f->deficit = q->drr_quantum;
+	rb_link_node(&f->hnode, parent, link);
+	rb_insert_color(&f->hnode, &q->t.buckets[b]);
+	q->nflows++;
+	return f;
+}
+
+/* After the flow lost a packet: move it to the level of its most urgent
+ * remaining packet, or free it when it is empty.
+ */
+static void mercury_flow_requeue(struct mercury_sched_data *q,
+				 struct mercury_flow *f)
+{
+	u32 rank;
+
+	if (!f->qlen) {
+		mercury_flow_detach(q, f);
+		rb_erase(&f->hnode, &q->t.buckets[f->bucket]);
+		/* an empty queue is the one moment drr_quantum may come back
+		 * down to the configured quantum (mercury_select)
+		 */
+		if (!--q->nflows)
+			q->drr_quantum = q->cfg.quantum;
+		mercury_flow_put(q, f);
+		return;
+	}
+	/* a flow that keeps its level keeps its place in the round */
+	rank = mercury_flow_min(f);
+	if (rank != f->rank) {
+		mercury_flow_detach(q, f);
+		mercury_flow_attach(q, f, rank);
+	}
+}
+
+/* ---- queueing --------------------------------------------------------- */
+
+/* Queue @skb, already classified into cb->rank, in the flow of @key.
+ * No limits, no sch stats. -ENOMEM: no memory for a new flow, nothing
+ * changed.
+ */
+static int mercury_insert(struct mercury_sched_data *q,
+			  struct sk_buff *skb,
+					  unsigned long key)
+{
+	u32 rank = mercury_rank_of(skb), len = qdisc_pkt_len(skb);
+	struct mercury_level *l = &q->t.levels[rank];
+	struct mercury_flow *f;
+
+	f = mercury_flow_find(q, key, rank);
+	if (!f) {
+		f = mercury_flow_create(q, key, rank);
+		if (!f)
+			return -ENOMEM;
+	}
+	if (len > q->drr_quantum)
+		q->drr_quantum = len;
+	mercury_cb(skb)->seq = q->seq++;
+	if (f->qlen)
+		rb_erase_cached(&f->tnode, &q->tails);
+	mercury_pkts_push(f, skb);
+	rb_add_cached(&f->tnode, &q->tails, mercury_tail_before);
+	if (f->qlen == 1) {
+		mercury_flow_attach(q, f, rank);
+	} else if (rank < f->rank) {
+		/* the flow inherits the urgency of its new packet */
+		mercury_flow_detach(q, f);
+		mercury_flow_attach(q, f, rank);
+	}
+	l->qlen++;
+	l->backlog += len;
+	q->memory_usage += skb->truesize;
+	return 0;
+}
+
+/* Take a packet off its level's counters. No sch stats. */
+static void mercury_account_out(struct mercury_sched_data *q,
+				struct sk_buff *skb)
+{
+	struct mercury_level *l = &q->t.levels[mercury_rank_of(skb)];
+
+	l->qlen--;
+	l->backlog -= qdisc_pkt_len(skb);
+	q->memory_usage -= skb->truesize;
+}
+
+/* ---- service order ----------------------------------------------------- */
+
+/* Does the untagged class wait, and does tagged traffic? */
+static bool mercury_both_wait(const struct mercury_sched_data *q)
+{
+	bool u = !list_empty(&q->t.levels[q->untagged_rank].flows);
+
+	return u && q->active_levels > 1;
+}
+
+/* After a packet left: a debt stays, a credit only while both wait. */
+static void mercury_share_settle(struct mercury_sched_data *q)
+{
+	if (q->share_credit > 0 && !mercury_both_wait(q))
+		q->share_credit = 0;
+}
+
+/* The untagged share is a token bucket one packet deep, counted in
+ * share_credit (bytes x 100): while tagged packets wait, serving the
+ * untagged class costs (100 - share) per byte and serving tagged packets
+ * earns share per byte, also while the untagged class is empty; the
+ * untagged class is served when the credit is not negative. So over any
+ * time during which tagged packets wait, the untagged class gets at most
+ * its share of the bytes plus one packet, however its packets arrive (a
+ * source that never has two packets queued included), and at least its
+ * share when it is backlogged. The credit never stays positive while
+ * either class is empty: a class cannot bank service for later.
+ */
+static void mercury_share_charge(struct mercury_sched_data *q, bool both,
+				 bool untagged, u32 len)
+{
+	if (!untagged)
+		q->share_credit += (s64)len * q->share;
+	else if (both)
+		q->share_credit -= (s64)len * (100 - q->share);
+	mercury_share_settle(q);
+}
+
+/* The rank the next packet comes from, or MERCURY_NO_RANK; no side
+ * effects, so peek and dequeue agree. With a share, while both the
+ * untagged class and tagged traffic wait, the untagged class is served
+ * exactly when its credit is not negative, whether it is placed first or
+ * last (mercury_share_charge): it gets the share of the bytes, no more
+ * (first) and no less (last).
+ */
+static u32 mercury_next_rank(const struct mercury_sched_data *q)
+{
+	u32 first = mercury_first_rank(q);
+
+	if (!q->share || first == MERCURY_NO_RANK || !mercury_both_wait(q))
+		return first;
+	if (q->share_credit >= 0)
+		return q->untagged_rank;
+	return first != q->untagged_rank ? first :
+	       mercury_next_rank_after(q, q->untagged_rank);
+}
+
+/* The flow the next packet of @rank comes from. Deficit round robin: the
+ * head flow sends while its deficit is positive; then it gets a quantum
+ * and goes to the tail. Since every flow but the head has a positive
+ * deficit (mercury_flow_attach), the new head can send: one step, never a
+ * loop, whatever the quantum and packet sizes. drr_quantum is at least
+ * the largest packet queued, the condition under which DRR is byte-fair
+ * (each backlogged flow of a level gets drr_quantum bytes per round, give
+ * or take one packet) and O(1) (Shreedhar and Varghese, 1996).
+ */
+static struct mercury_flow *mercury_select(struct mercury_sched_data *q,
+					   u32 rank)
+{
+	struct mercury_level *l = &q->t.levels[rank];
+	struct mercury_flow *f;
+
+	f = list_first_entry(&l->flows, struct mercury_flow, node);
+	if (f->deficit > 0)
+		return f;
+	f->deficit += q->drr_quantum;
+	list_move_tail(&f->node, &l->flows);
+	return list_first_entry(&l->flows, struct mercury_flow, node);
+}
+
+/* Unlink the next packet of @rank (from mercury_next_rank()), charging
+ * the DRR deficit and the untagged share.
+ */
+static struct sk_buff *mercury_pick(struct mercury_sched_data *q,
+				    u32 rank)
+{
+	struct mercury_flow *f = mercury_select(q, rank);
+	struct sk_buff *skb = mercury_flow_head(f);
+	bool both = q->share && mercury_both_wait(q);
+	u32 len = qdisc_pkt_len(skb);
+
+	if (both && rank != mercury_first_rank(q))
+		q->stat_share_forced++;
+	mercury_pkts_erase(f, skb);
+	f->deficit -= len;
+	/* the newest packet changes only when the flow empties */
+	if (!f->qlen)
+		rb_erase_cached(&f->tnode, &q->tails);
+	mercury_flow_requeue(q, f);
+	mercury_account_out(q, skb);
+	if (q->share)
+		mercury_share_charge(q, both, rank == q->untagged_rank, len);
+	return skb;
+}
+
+/* The victim for an arriving packet of @rank (-1: for any): the newest
+ * packet of the flow whose newest packet is least urgent, the newest such
+ * among equals, unlinked and counted in its level's drops, if it is less
+ * urgent than @rank; NULL when the arriving packet should go instead.
+ * Only a flow's newest packet is ever dropped, so no packet that has
+ * others of its flow behind it is. O(log flows + log qlen).
+ */
+static struct sk_buff *mercury_victim(struct mercury_sched_data *q, s64 rank)
+{
+	struct rb_node *n = rb_first_cached(&q->tails);
+	struct mercury_flow *f;
+	struct sk_buff *skb;
+
+	if (!n)
+		return NULL;
+	f = rb_entry(n, struct mercury_flow, tnode);
+	skb = f->tail;
+	if (mercury_rank_of(skb) <= rank)
+		return NULL;
+	rb_erase_cached(&f->tnode, &q->tails);
+	mercury_pkts_erase(f, skb);
+	if (f->qlen)
+		rb_add_cached(&f->tnode, &q->tails, mercury_tail_before);
+	mercury_flow_requeue(q, f);
+	mercury_account_out(q, skb);
+	q->t.levels[mercury_rank_of(skb)].drops++;
+	mercury_share_settle(q);
+	return skb;
+}
+
+/* Would mercury_victim(q, @rank), called until it has freed @pkts packets
+ * and @bytes of truesize, get there? Nothing changes. mercury_victim takes
+ * a flow's newest packet while some flow's newest is less urgent than
+ * @rank, so it can take exactly the newest packets of each flow that are
+ * all less urgent than @rank; their order does not matter here. Looks at
+ * no more packets than it counts, and at flows by their newest packet,
+ * least urgent first.
+ */
+static bool mercury_can_evict(const struct mercury_sched_data *q, s64 rank,
+			      u32 pkts, u64 bytes)
+{
+	struct rb_node *n, *p;
+	struct mercury_flow *f;
+	struct sk_buff *skb;
+
+	for (n = rb_first_cached(&q->tails); n; n = rb_next(n)) {
+		f = rb_entry(n, struct mercury_flow, tnode);
+		for (p = &f->tail->rbnode; p; p = rb_prev(p)) {
+			skb = mercury_skb(p);
+			if (mercury_rank_of(skb) <= rank)
+				break;
+			pkts -= pkts ? 1 : 0;
+			bytes -= min_t(u64, bytes, skb->truesize);
+			if (!pkts && !bytes)
+				return true;
+		}
+		/* the next flows' newest packets are as urgent or more */
+		if (p == &f->tail->rbnode)
+			break;
+	}
+	return !pkts && !bytes;
+}
+
+/* ---- classification and admission ------------------------------------ */
 
 static u32 mercury_tag_of_rank(const struct mercury_sched_data *q, u32 rank)
 {
@@ -229,7 +915,7 @@ static bool mercury_over_limit(const struct mercury_sched_data *q,
 			       const struct Qdisc *sch, u32 extra, u32 truesize)
 {
 	return sch->q.qlen + extra > q->cfg.limit ||
-	       (u64)q->c.memory_usage + truesize > q->cfg.memory_limit;
+	       (u64)q->memory_usage + truesize > q->cfg.memory_limit;
 }
 
 /* Count a drop for the limit that is exceeded, the packet limit first. */
@@ -247,33 +933,37 @@ static bool mercury_room_for(const struct mercury_sched_data *q,
 			     const struct Qdisc *sch, const struct sk_buff *skb,
 			     u32 rank)
 {
-	u64 mem = (u64)q->c.memory_usage + skb->truesize;
+	u64 mem = (u64)q->memory_usage + skb->truesize;
 	u32 pkts = 0;
 
 	if (sch->q.qlen + 1 > q->cfg.limit)
 		pkts = sch->q.qlen + 1 - q->cfg.limit;
-	return mercury_can_evict(&q->c, rank, pkts,
+	return mercury_can_evict(q, rank, pkts,
 				 mem > q->cfg.memory_limit ?
 				 mem - q->cfg.memory_limit : 0);
 }
 
-/* A packet leaving the core: skb->rbnode overlaid skb->dev. */
+/* A packet leaving the qdisc: skb->rbnode overlaid skb->dev. */
 static struct sk_buff *mercury_out(struct Qdisc *sch, struct sk_buff *skb)
 {
 	skb->dev = qdisc_dev(sch);
 	return skb;
 }
 
+/* ---- enqueue, dequeue, peek ------------------------------------------- */
+
+/* Drop the arriving packet, after @dropped victims of @dropped_len bytes. */
 static int mercury_drop_arrival(struct sk_buff *skb, struct Qdisc *sch,
-				struct sk_buff **to_free, unsigned int dropped,
-				unsigned int dropped_len)
+				struct sk_buff **to_free,
+				enum qdisc_drop_reason reason,
+				unsigned int dropped, unsigned int dropped_len)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
-	q->c.t.levels[mercury_rank_of(skb)].drops++;
+	q->t.levels[mercury_rank_of(skb)].drops++;
 	if (dropped)
 		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
-	return qdisc_drop(skb, sch, to_free);
+	return qdisc_drop_reason(skb, sch, to_free, reason);
 }
 
 static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
@@ -293,7 +983,8 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 	/* Too big for memory_limit on its own: evicting others cannot help. */
 	if (unlikely(skb->truesize > q->cfg.memory_limit)) {
 		q->stat_drops_memory++;
-		return mercury_drop_arrival(skb, sch, to_free, 0, 0);
+		return mercury_drop_arrival(skb, sch, to_free,
+					    QDISC_DROP_OVERLIMIT, 0, 0);
 	}
 	if (mercury_over_limit(q, sch, 1, skb->truesize)) {
 		/* Never evict for a packet that then cannot be queued: decide
@@ -302,35 +993,40 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 		 */
 		if (!mercury_room_for(q, sch, skb, rank)) {
 			mercury_count_drop(q, sch, 1);
-			return mercury_drop_arrival(skb, sch, to_free, 0, 0);
+			return mercury_drop_arrival(skb, sch, to_free,
+						    QDISC_DROP_OVERLIMIT, 0, 0);
 		}
-		if (mercury_flow_reserve(&q->c, key, rank)) {
+		if (mercury_flow_reserve(q, key, rank)) {
 			q->stat_drops_flows++;
-			return mercury_drop_arrival(skb, sch, to_free, 0, 0);
+			return mercury_drop_arrival(skb, sch, to_free,
+						    QDISC_DROP_GENERIC, 0, 0);
 		}
 		do {
-			victim = mercury_victim(&q->c, rank);
+			victim = mercury_victim(q, rank);
 			if (WARN_ON_ONCE(!victim))
 				return mercury_drop_arrival(skb, sch, to_free,
+							    QDISC_DROP_GENERIC,
 							    dropped,
 							    dropped_len);
 			mercury_count_drop(q, sch, 1);
 			/* with flow order off a victim is less urgent than
 			 * the arrival, so of another flow
 			 */
-			if (q->c.flow_order && mercury_flow_key(victim) == key)
+			if (q->cfg.flow_order && mercury_flow_key(victim) == key)
 				own = true;
 			dropped++;
 			dropped_len += qdisc_pkt_len(victim);
 			qdisc_qstats_backlog_dec(sch, victim);
 			sch->q.qlen--;
-			qdisc_drop(mercury_out(sch, victim), sch, to_free);
+			qdisc_drop_reason(mercury_out(sch, victim), sch, to_free,
+					  QDISC_DROP_OVERLIMIT);
 		} while (mercury_over_limit(q, sch, 1, skb->truesize));
 	}
 
-	if (unlikely(mercury_insert(&q->c, skb, key))) {
+	if (unlikely(mercury_insert(q, skb, key))) {
 		q->stat_drops_flows++;
-		return mercury_drop_arrival(skb, sch, to_free, dropped,
+		return mercury_drop_arrival(skb, sch, to_free,
+					    QDISC_DROP_GENERIC, dropped,
 					    dropped_len);
 	}
 	tag = mercury_tag_of_rank(q, rank);
@@ -356,7 +1052,7 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
-	u32 rank = mercury_next_rank(&q->c);
+	u32 rank = mercury_next_rank(q);
 	struct mercury_level *l;
 	struct sk_buff *skb;
 
@@ -365,11 +1061,11 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 	/* the level served first now is more urgent than every other one
 	 * (or the share chose the untagged class: counted there instead)
 	 */
-	if (q->c.stat_levels > 1 && rank == mercury_first_rank(&q->c))
+	if (q->active_levels > 1 && rank == mercury_first_rank(q))
 		q->stat_inversions_avoided++;
 
-	skb = mercury_out(sch, mercury_pick(&q->c, rank));
-	l = &q->c.t.levels[mercury_rank_of(skb)];
+	skb = mercury_out(sch, mercury_pick(q, rank));
+	l = &q->t.levels[mercury_rank_of(skb)];
 	/* per segment, as the qdisc's own counters */
 	bstats_update(&l->bstats, skb);
 	if (mercury_rank_of(skb) == q->untagged_rank) {
@@ -389,15 +1085,16 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 static struct sk_buff *mercury_peek(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
-	u32 rank = mercury_next_rank(&q->c);
+	u32 rank = mercury_next_rank(q);
 
 	if (rank == MERCURY_NO_RANK)
 		return NULL;
-	return mercury_core_peek(&q->c, rank);
+	return mercury_flow_head(mercury_select(q, rank));
 }
 
 /* ---- configuration --------------------------------------------------- */
 
+/* Not const: 6.1's nla_policy points at a writable range. */
 static struct netlink_range_validation mercury_levels_range = {
 	.min = 1,
 	.max = TC_MERCURY_MAX_LEVELS,
@@ -422,7 +1119,6 @@ static struct netlink_range_validation mercury_quantum_range = {
 };
 
 static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
-	[TCA_MERCURY_UNSPEC]	     = { .strict_start_type = TCA_MERCURY_LEVELS },
 	[TCA_MERCURY_LEVELS]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_levels_range),
 	[TCA_MERCURY_TAG_SOURCE]     = NLA_POLICY_MAX(NLA_U8, __TC_MERCURY_TAG_MAX - 1),
 	[TCA_MERCURY_TAG_SHIFT]	     = NLA_POLICY_MAX(NLA_U8, 31),
@@ -436,71 +1132,6 @@ static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_QUANTUM]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_quantum_range),
 	[TCA_MERCURY_BYPASS]	     = NLA_POLICY_MAX(NLA_U8, 1),
 };
-
-/* The policy's own messages ("integer out of range") do not say which
- * option was wrong; this replaces them, keeping the offending attribute.
- * Only attributes inside our nest: a bad TCA_OPTIONS itself keeps its
- * message (e.g. "NLA_F_NESTED is missing").
- */
-static void mercury_name_bad_option(struct netlink_ext_ack *extack,
-				    const struct nlattr *opt)
-{
-	const struct nlattr *bad = extack ? extack->bad_attr : NULL;
-
-	if (!bad || (const void *)bad < nla_data(opt) ||
-	    (const void *)bad >= nla_data(opt) + nla_len(opt))
-		return;
-	switch (nla_type(bad)) {
-	case TCA_MERCURY_LEVELS:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": levels must be 1..65536");
-		break;
-	case TCA_MERCURY_TAG_SOURCE:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": tag must be mark, priority or dscp");
-		break;
-	case TCA_MERCURY_TAG_SHIFT:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": shift must be 0..31");
-		break;
-	case TCA_MERCURY_TAG_MASK:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": mask must be a non-zero u32");
-		break;
-	case TCA_MERCURY_UNTAGGED:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": untagged must be first or last");
-		break;
-	case TCA_MERCURY_UNTAGGED_SHARE:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": untagged_share must be 0..90 percent");
-		break;
-	case TCA_MERCURY_FLOW_ORDER:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": flow_order must be on or off");
-		break;
-	case TCA_MERCURY_FLOWS:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": flows must be 1..65536");
-		break;
-	case TCA_MERCURY_LIMIT:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": limit must be at least 1 packet");
-		break;
-	case TCA_MERCURY_MEMORY_LIMIT:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": memory_limit must be 1 byte..2 GiB");
-		break;
-	case TCA_MERCURY_QUANTUM:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": quantum must be 256..1048576 bytes");
-		break;
-	case TCA_MERCURY_BYPASS:
-		NL_SET_ERR_MSG_ATTR(extack, bad,
-				    KBUILD_MODNAME ": bypass must be on or off");
-		break;
-	}
-}
 
 static const struct mercury_config mercury_defaults = {
 	.levels		= 1024,
@@ -525,17 +1156,22 @@ static void mercury_tables_free(struct mercury_tables *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* The tables for @cfg, zeroed, on NUMA node @node (the tx queue's, as
+ * sch_fq places its flow table).
+ */
 static int mercury_tables_alloc(struct mercury_tables *t,
-				const struct mercury_config *cfg)
+				const struct mercury_config *cfg, int node)
 {
 	u32 nranks = cfg->levels + 1;
 	u32 i;
 
-	t->levels = kvcalloc(nranks, sizeof(*t->levels), GFP_KERNEL);
-	t->leaf = kvcalloc(MERCURY_LEAF_WORDS(nranks), sizeof(*t->leaf),
-			   GFP_KERNEL);
-	t->buckets = kvcalloc(1U << mercury_bucket_bits(cfg->flows),
-			      sizeof(*t->buckets), GFP_KERNEL);
+	t->levels = kvzalloc_node(array_size(nranks, sizeof(*t->levels)),
+				  GFP_KERNEL, node);
+	t->leaf = kvzalloc_node(array_size(MERCURY_LEAF_WORDS(nranks),
+					   sizeof(*t->leaf)), GFP_KERNEL, node);
+	t->buckets = kvzalloc_node(array_size(1U << mercury_bucket_bits(cfg->flows),
+					      sizeof(*t->buckets)),
+				   GFP_KERNEL, node);
 	if (!t->levels || !t->leaf || !t->buckets) {
 		mercury_tables_free(t);
 		return -ENOMEM;
@@ -567,10 +1203,8 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 		return 0;
 	err = nla_parse_nested(tb, TCA_MERCURY_MAX, opt, mercury_policy,
 			       extack);
-	if (err < 0) {
-		mercury_name_bad_option(extack, opt);
+	if (err < 0)
 		return err;
-	}
 
 	if (tb[TCA_MERCURY_LEVELS])
 		cfg->levels = nla_get_u32(tb[TCA_MERCURY_LEVELS]);
@@ -627,7 +1261,6 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	WRITE_ONCE(q->cfg.mask, cfg->mask);
 	WRITE_ONCE(q->cfg.limit, cfg->limit);
 	WRITE_ONCE(q->cfg.memory_limit, cfg->memory_limit);
-	WRITE_ONCE(q->cfg.quantum, cfg->quantum);
 	WRITE_ONCE(q->cfg.source, cfg->source);
 	WRITE_ONCE(q->cfg.shift, cfg->shift);
 	WRITE_ONCE(q->cfg.untagged, cfg->untagged);
@@ -635,12 +1268,10 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	WRITE_ONCE(q->cfg.flow_order, cfg->flow_order);
 	WRITE_ONCE(q->cfg.bypass, cfg->bypass);
 	q->untagged_rank = first ? 0 : cfg->levels;
-	q->c.urank = q->untagged_rank;
 	/* untagged first is capped too: it must not starve the gradients */
-	q->c.share = cfg->share ? cfg->share : first ? MERCURY_FIRST_SHARE : 0;
-	q->c.bucket_bits = mercury_bucket_bits(cfg->flows);
-	mercury_set_quantum(&q->c, cfg->quantum);
-	q->c.flow_order = cfg->flow_order;
+	q->share = cfg->share ? cfg->share : first ? MERCURY_FIRST_SHARE : 0;
+	q->bucket_bits = mercury_bucket_bits(cfg->flows);
+	mercury_set_quantum(q, cfg->quantum);
 }
 
 /* Unlink every queued packet, in service order, keeping the flows they
@@ -649,17 +1280,17 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 static struct sk_buff *mercury_drain(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
-	u64 forced = q->c.stat_share_forced;
+	u64 forced = q->stat_share_forced;
 	struct sk_buff *head = NULL, **tail = &head;
 	u32 rank;
 
-	q->c.keep_spares = U32_MAX;
-	while ((rank = mercury_next_rank(&q->c)) != MERCURY_NO_RANK) {
-		*tail = mercury_out(sch, mercury_pick(&q->c, rank));
+	q->keep_spares = U32_MAX;
+	while ((rank = mercury_next_rank(q)) != MERCURY_NO_RANK) {
+		*tail = mercury_out(sch, mercury_pick(q, rank));
 		tail = &(*tail)->next;
 	}
 	/* nothing was sent */
-	q->c.stat_share_forced = forced;
+	q->stat_share_forced = forced;
 	return head;
 }
 
@@ -670,8 +1301,8 @@ static void mercury_carry_counters(struct mercury_sched_data *q,
 				   const struct mercury_config *old_cfg,
 				   const struct mercury_tables *old)
 {
-	u32 old_urank = old_cfg->untagged == TC_MERCURY_UNTAGGED_FIRST ?
-			0 : old_cfg->levels;
+	u32 old_untagged_rank = old_cfg->untagged == TC_MERCURY_UNTAGGED_FIRST ?
+				0 : old_cfg->levels;
 	bool old_first = old_cfg->untagged == TC_MERCURY_UNTAGGED_FIRST;
 	bool first = q->cfg.untagged == TC_MERCURY_UNTAGGED_FIRST;
 	struct mercury_level *from, *to;
@@ -679,14 +1310,14 @@ static void mercury_carry_counters(struct mercury_sched_data *q,
 
 	for (rank = 0; rank <= old_cfg->levels; rank++) {
 		from = &old->levels[rank];
-		tag = rank == old_urank ? 0 : old_first ? rank : rank + 1;
+		tag = rank == old_untagged_rank ? 0 : old_first ? rank : rank + 1;
 		if (!tag)
 			nrank = q->untagged_rank;
 		else if (tag <= q->cfg.levels)
 			nrank = first ? tag : tag - 1;
 		else
 			continue;
-		to = &q->c.t.levels[nrank];
+		to = &q->t.levels[nrank];
 		to->drops += from->drops;
 		u64_stats_add(&to->bstats.bytes,
 			      u64_stats_read(&from->bstats.bytes));
@@ -709,9 +1340,10 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 	err = mercury_parse(&cfg, opt, extack);
 	if (err)
 		return err;
-	rebuild = !q->c.t.levels || mercury_structural(&q->cfg, &cfg);
+	rebuild = !q->t.levels || mercury_structural(&q->cfg, &cfg);
 	if (rebuild) {
-		err = mercury_tables_alloc(&fresh, &cfg);
+		err = mercury_tables_alloc(&fresh, &cfg,
+					   netdev_queue_numa_node_read(sch->dev_queue));
 		if (err) {
 			NL_SET_ERR_MSG_MOD(extack, "no memory for levels and flows");
 			return err;
@@ -720,13 +1352,13 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 
 	sch_tree_lock(sch);
 	if (rebuild) {
-		skb = q->c.t.levels ? mercury_drain(sch) : NULL;
-		old = q->c.t;
-		q->c.t = fresh;
-		q->c.top = 0;
-		memset(q->c.mid, 0, sizeof(q->c.mid));
-		q->c.stat_levels = 0;
-		q->c.share_credit = 0;
+		skb = q->t.levels ? mercury_drain(sch) : NULL;
+		old = q->t;
+		q->t = fresh;
+		q->top = 0;
+		memset(q->mid, 0, sizeof(q->mid));
+		q->active_levels = 0;
+		q->share_credit = 0;
 		mercury_apply_cfg(q, &cfg);
 		if (old.levels)
 			mercury_carry_counters(q, &old_cfg, &old);
@@ -734,12 +1366,12 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 			next = skb->next;
 			skb->next = NULL;
 			mercury_cb(skb)->rank = mercury_classify(q, skb);
-			if (mercury_insert(&q->c, skb, mercury_flow_key(skb))) {
+			if (mercury_insert(q, skb, mercury_flow_key(skb))) {
 				/* flow_order off may need more flows than
 				 * were kept: no memory, so drop and count
 				 */
 				q->stat_drops_flows++;
-				q->c.t.levels[mercury_rank_of(skb)].drops++;
+				q->t.levels[mercury_rank_of(skb)].drops++;
 				dropped++;
 				dropped_len += qdisc_pkt_len(skb);
 				qdisc_qstats_backlog_dec(sch, skb);
@@ -748,10 +1380,10 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 				rtnl_kfree_skbs(skb, skb);
 			}
 		}
-		mercury_spares_trim(&q->c, 1);
+		mercury_spares_trim(q, 1);
 	} else {
 		if (cfg.share != q->cfg.share)
-			q->c.share_credit = 0;
+			q->share_credit = 0;
 		mercury_apply_cfg(q, &cfg);
 	}
 	/* Like pfifo_fast and fq_codel: with nothing queued there is nothing
@@ -766,7 +1398,7 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 
 	/* A lower limit drops the least urgent packets now: O(log n) each. */
 	while (mercury_over_limit(q, sch, 0, 0)) {
-		skb = mercury_victim(&q->c, -1);
+		skb = mercury_victim(q, -1);
 		if (!skb)
 			break;
 		mercury_count_drop(q, sch, 0);
@@ -790,7 +1422,9 @@ static int mercury_init(struct Qdisc *sch, struct nlattr *opt,
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
-	mercury_core_init(&q->c);
+	q->tails = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&q->spares);
+	q->keep_spares = 1;
 	q->cfg = mercury_defaults;
 	q->cfg.quantum = max_t(u32, q->cfg.quantum, 2 * psched_mtu(qdisc_dev(sch)));
 	mercury_apply_cfg(q, &q->cfg);
@@ -801,18 +1435,18 @@ static int mercury_init(struct Qdisc *sch, struct nlattr *opt,
 static void mercury_purge(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
-	u64 forced = q->c.stat_share_forced;
+	u64 forced = q->stat_share_forced;
 	struct sk_buff *skb;
 	u32 rank;
 
-	if (!q->c.t.levels)
+	if (!q->t.levels)
 		return;
-	while ((rank = mercury_next_rank(&q->c)) != MERCURY_NO_RANK) {
-		skb = mercury_out(sch, mercury_pick(&q->c, rank));
+	while ((rank = mercury_next_rank(q)) != MERCURY_NO_RANK) {
+		skb = mercury_out(sch, mercury_pick(q, rank));
 		rtnl_kfree_skbs(skb, skb);
 	}
-	q->c.stat_share_forced = forced;
-	q->c.share_credit = 0;
+	q->stat_share_forced = forced;
+	q->share_credit = 0;
 }
 
 static void mercury_reset(struct Qdisc *sch)
@@ -827,9 +1461,9 @@ static void mercury_destroy(struct Qdisc *sch)
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
 	mercury_purge(sch);
-	if (q->c.spares.next)
-		mercury_spares_trim(&q->c, 0);
-	mercury_tables_free(&q->c.t);
+	if (q->spares.next)
+		mercury_spares_trim(q, 0);
+	mercury_tables_free(&q->t);
 }
 
 static int mercury_dump(struct Qdisc *sch, struct sk_buff *skb)
@@ -870,16 +1504,16 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 
 	st.type = TC_MERCURY_XSTATS_QDISC;
 	sch_tree_lock(sch);
-	st.flows = q->c.nflows;
-	st.levels_active = q->c.stat_levels;
+	st.flows = q->nflows;
+	st.levels_active = q->active_levels;
 	st.most_urgent = q->stat_most_urgent;
-	st.memory_usage = q->c.memory_usage;
+	st.memory_usage = q->memory_usage;
 	st.drops_limit = q->stat_drops_limit;
 	st.drops_memory = q->stat_drops_memory;
 	st.inversions_avoided = q->stat_inversions_avoided;
 	st.untagged_packets = q->stat_untagged_packets;
 	st.untagged_bytes = q->stat_untagged_bytes;
-	st.share_forced = q->c.stat_share_forced;
+	st.share_forced = q->stat_share_forced;
 	st.drops_flows = q->stat_drops_flows;
 	sch_tree_unlock(sch);
 
@@ -888,7 +1522,11 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 
 /* ---- classes: per-level statistics ----------------------------------- */
 
-/* Class handles are rank + 1, so that 0 stays "no class". */
+/* Every level is a class: minor N for tag N (1..levels, and levels is at
+ * most TC_MERCURY_MAX_LEVELS, below TC_MERCURY_UNTAGGED_MINOR), minor
+ * TC_MERCURY_UNTAGGED_MINOR for the untagged class. The internal handle
+ * is rank + 1, so that 0 stays "no class".
+ */
 static unsigned long mercury_find(struct Qdisc *sch, u32 classid)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
@@ -920,18 +1558,16 @@ static void mercury_walk(struct Qdisc *sch, struct qdisc_walker *arg)
 	const struct mercury_level *l;
 	u32 rank;
 
-	if (arg->stop || !q->c.t.levels)
+	if (arg->stop || !q->t.levels)
 		return;
 	/* arg->count is the position in the walk, listed or not, as in
 	 * sch_cake: a dump split over messages resumes at the rank it
 	 * stopped at, even when a level gains or loses its class meanwhile.
 	 */
 	for (rank = 0; rank <= q->cfg.levels; rank++) {
-		l = &q->c.t.levels[rank];
-		/* tags 0xffff and up have no class handle of their own */
-		if ((!u64_stats_read(&l->bstats.packets) && !l->qlen &&
-		     !l->drops) ||
-		    mercury_tag_of_rank(q, rank) >= TC_MERCURY_UNTAGGED_MINOR) {
+		l = &q->t.levels[rank];
+		if (!u64_stats_read(&l->bstats.packets) && !l->qlen &&
+		    !l->drops) {
 			arg->count++;
 			continue;
 		}
@@ -961,7 +1597,7 @@ static int mercury_dump_class_stats(struct Qdisc *sch, unsigned long cl,
 
 	if (rank > q->cfg.levels)
 		return -EINVAL;
-	l = &q->c.t.levels[rank];
+	l = &q->t.levels[rank];
 	st.type = TC_MERCURY_XSTATS_CLASS;
 	sch_tree_lock(sch);
 	st.tag = mercury_tag_of_rank(q, rank);
@@ -1006,6 +1642,7 @@ static int __init mercury_module_init(void)
 	int err;
 
 	BUILD_BUG_ON(sizeof(struct mercury_skb_cb) > QDISC_CB_PRIV_LEN);
+	BUILD_BUG_ON(TC_MERCURY_MAX_LEVELS >= TC_MERCURY_UNTAGGED_MINOR);
 	mercury_flow_cachep = kmem_cache_create("mercury_flow",
 						sizeof(struct mercury_flow),
 						0, SLAB_HWCACHE_ALIGN, NULL);

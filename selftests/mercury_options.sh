@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Options: every option round-trips through tc; every bad value is
-# rejected with a message naming the option, exit code 2, nothing changed.
+# rejected with exit code 2 and the kernel's message (the policy's for a
+# value out of range, which points at the attribute; the qdisc's own for
+# a conflict between options), nothing changed. Every allowed level is a
+# class.
 #
 #   +---- ns mrc-s ----+
 #   | dummy0: mercury  |
@@ -42,11 +45,11 @@ ktap_check "tc -s -j has mercury's statistics" bash -c "$(declare -f); TC=$TC IP
 import json,sys
 q = json.load(sys.stdin)[0]
 x = q.get(\"xstats\", q)
-for k in (\"flows\",\"levels_active\",\"most_urgent\",\"memory_usage\",\"drops_limit\",\"drops_memory\",\"inversions_avoided\",\"chain_rebuilds\",\"untagged_packets\",\"untagged_bytes\",\"share_forced\"):
+for k in (\"flows\",\"levels_active\",\"most_urgent\",\"memory_usage\",\"drops_limit\",\"drops_memory\",\"inversions_avoided\",\"untagged_packets\",\"untagged_bytes\",\"share_forced\"):
     assert isinstance(x[k], int), k'"
 tcs qdisc del dev dummy0 root
 
-# bad values: tc exits 2, the message names the option, nothing changes
+# bad values: tc exits 2 with the kernel's message, nothing changes
 tcs qdisc add dev dummy0 root handle 1: mercury levels 100 untagged last
 before=$(showj)
 # bad NAME RC MESSAGE OPTIONS...: the kernel's rejections exit 2, tc's own
@@ -63,28 +66,28 @@ bad() {
 		ktap_fail "rejects $name"
 	fi
 }
-bad "levels 0" 2 "sch_mercury: levels must be 1..65536" levels 0
-bad "levels 65537" 2 "sch_mercury: levels must be 1..65536" levels 65537
+bad "levels 0" 2 "integer out of range" levels 0
+bad "levels 65535 (one more than the class minors hold)" 2 "integer out of range" levels 65535 mask 0x1ffff
 bad "levels above mask" 2 "sch_mercury: levels exceeds the largest tag mask can give" levels 300 mask 0xff
 bad "levels not a number" 1 "levels" levels many
 bad "tag foo" 1 "tag" tag foo
-bad "shift 32" 2 "sch_mercury: shift must be 0..31" shift 32
+bad "shift 32" 2 "integer out of range" shift 32
 bad "shift 300" 1 "shift" shift 300
-bad "mask 0" 2 "sch_mercury: mask must be a non-zero u32" mask 0
+bad "mask 0" 2 "integer out of range" mask 0
 bad "untagged middle" 1 "untagged" untagged middle
-bad "untagged_share 91" 2 "sch_mercury: untagged_share must be 0..90 percent" untagged_share 91
+bad "untagged_share 91" 2 "integer out of range" untagged_share 91
 bad "untagged_share with untagged first" 2 "sch_mercury: untagged_share needs untagged last" untagged first untagged_share 10
 bad "flow_order maybe" 1 "flow_order" flow_order maybe
-bad "flows 0" 2 "sch_mercury: flows must be 1..65536" flows 0
-bad "flows 65537" 2 "sch_mercury: flows must be 1..65536" flows 65537
-bad "limit 0" 2 "sch_mercury: limit must be at least 1 packet" limit 0
-bad "memory_limit 0" 2 "sch_mercury: memory_limit must be 1 byte..2 GiB" memory_limit 0
-bad "memory_limit 3gb (would wrap near 4 GiB)" 2 "sch_mercury: memory_limit must be 1 byte..2 GiB" memory_limit 3gb
-bad "memory_limit 4294967295" 2 "sch_mercury: memory_limit must be 1 byte..2 GiB" memory_limit 4294967295
+bad "flows 0" 2 "integer out of range" flows 0
+bad "flows 65537" 2 "integer out of range" flows 65537
+bad "limit 0" 2 "integer out of range" limit 0
+bad "memory_limit 0" 2 "integer out of range" memory_limit 0
+bad "memory_limit 3gb (would wrap near 4 GiB)" 2 "integer out of range" memory_limit 3gb
+bad "memory_limit 4294967295" 2 "integer out of range" memory_limit 4294967295
 bad "tag dscp shift 6" 2 "sch_mercury: shift and mask leave no DSCP bit for the tag" tag dscp shift 6
 bad "memory_limit junk" 1 "memory_limit" memory_limit 12zz
-bad "quantum 100" 2 "sch_mercury: quantum must be 256..1048576 bytes" quantum 100
-bad "quantum 2mb" 2 "sch_mercury: quantum must be 256..1048576 bytes" quantum 2mb
+bad "quantum 100" 2 "integer out of range" quantum 100
+bad "quantum 2mb" 2 "integer out of range" quantum 2mb
 bad "bypass sometimes" 1 "bypass" bypass sometimes
 bad "unknown option" 1 "unknown parameter" colour blue
 bad "missing value" 255 "not complete" levels
@@ -139,9 +142,33 @@ ktap_check "split class dump: tc lists the 2001 levels" \
 rm -f /tmp/classes.$$.json
 tcs qdisc del dev dummy0 root
 
+# Every allowed level is a class: tag N is minor N up to the largest
+# level count, the untagged class is ffff, in either place; tags above
+# levels count in the least urgent level's class.
+# minor_stat MINOR: "PACKETS TAG" of class 1:MINOR, or "none"
+minor_stat() {
+	tcs -s class show dev dummy0 | awk -v h="1:$1" '
+		/^class / { m = $3 == h; next }
+		m && $1 == "Sent" { p = $4; next }
+		m && $1 == "tag" { print p, $2; found = 1; exit }
+		END { if (!found) print "none" }'
+}
+for place in first last; do
+	tcs qdisc add dev dummy0 root handle 1: mercury levels 65534 mask 0x1ffff \
+		tag priority untagged $place bypass off
+	$IP netns exec $NS_S $TRAFFIC send --dst 10.77.0.2 --source priority \
+		--burst a:65534:3 --burst b:65533:2 --burst c:0:1 --burst d:1:1 \
+		--burst e:65535:1 --burst f:70000:1
+	got="$(minor_stat fffe)/$(minor_stat fffd)/$(minor_stat 1)/$(minor_stat ffff)"
+	log "untagged $place: classes fffe/fffd/1/ffff: $got"
+	ktap_check "levels 65534, untagged $place: tags 65534..70000, 65533, 1, 0 are classes 1:fffe, 1:fffd, 1:1, 1:ffff" \
+		test "$got" = "5 65534/2 65533/1 1/1 0"
+	tcs qdisc del dev dummy0 root
+done
+
 # largest configuration
 ktap_check "memory_limit 2gb (the maximum)" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; tcs qdisc add dev dummy0 root handle 1: mercury memory_limit 2gb && show | grep -q 'memory_limit 2048Mb' && tcs qdisc del dev dummy0 root"
-ktap_check "levels 65536 flows 65536" tcs qdisc add dev dummy0 root handle 1: mercury levels 65536 mask 0x1ffff flows 65536
+ktap_check "levels 65534 flows 65536" tcs qdisc add dev dummy0 root handle 1: mercury levels 65534 flows 65536
 ktap_check "help prints usage" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; tcs qdisc add dev dummy0 root mercury help 2>&1 | grep -q Usage"
 tcs qdisc del dev dummy0 root
 

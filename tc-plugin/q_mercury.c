@@ -306,8 +306,6 @@ static void mercury_print_qdisc_xstats(const struct tc_mercury_xstats *st)
 		  st->drops_memory);
 	print_u64(PRINT_ANY, "inversions_avoided", " inversions_avoided %llu",
 		  st->inversions_avoided);
-	print_u64(PRINT_ANY, "chain_rebuilds", " chain_rebuilds %llu",
-		  st->chain_rebuilds);
 	print_nl();
 	print_u64(PRINT_ANY, "untagged_packets", "  untagged_packets %llu",
 		  st->untagged_packets);

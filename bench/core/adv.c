@@ -36,7 +36,7 @@
 #include "pq.h"
 
 #define MAXQ		100000
-#define LEVELS		65536
+#define LEVELS		TC_MERCURY_MAX_LEVELS
 #define BUDGET_NS	20e9	/* skip larger sizes once a run took this long */
 
 /* ---- skbprio's algorithm: a FIFO per priority, highest and lowest ---- */

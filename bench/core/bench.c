@@ -46,13 +46,14 @@
 #define FIX_QUEUED	10000
 #define FIX_FLOWS	64
 
-static const u32 levels_set[] = { 64, 256, 1024, 4096, 16384, 65536 };
+static const u32 levels_set[] = { 64, 256, 1024, 4096, 16384,
+				   TC_MERCURY_MAX_LEVELS };
 static const u32 queued_set[] = { 10, 100, 1000, 10000, 100000, 1000000 };
 static const u32 flows_set[] = { 1, 64, 4096 };
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
 /* quick mode (-q, for the tests): a corner of the grid */
-static const u32 q_levels_set[] = { 64, 65536 };
+static const u32 q_levels_set[] = { 64, TC_MERCURY_MAX_LEVELS };
 static const u32 q_queued_set[] = { 10, 1000 };
 static const u32 q_flows_set[] = { 1, 64 };
 
@@ -358,7 +359,8 @@ static int write_dat(const struct bench *b, const char *dir)
 	fprintf(f, "# levels %u flows %u: queued", fl, ff);
 	for (v = 0; v < V_N; v++)
 		fprintf(f, " %s", variant_names[v]);
-	fprintf(f, " mercury@65536levels,4096flows mercury-16levels@65536levels,4096flows\n");
+	fprintf(f, " mercury@%ulevels,4096flows mercury-16levels@%ulevels,4096flows\n",
+		TC_MERCURY_MAX_LEVELS, TC_MERCURY_MAX_LEVELS);
 	for (i = 0; i < b->nqueued; i++) {
 		u32 q = b->queued_set[i];
 
@@ -434,8 +436,9 @@ static json_object *json_sizes(const struct bench *b)
 			       json_object_new_int(sizeof(struct mercury_flow)));
 	json_object_object_add(s, "mercury_level",
 			       json_object_new_int(sizeof(struct mercury_level)));
+	/* the qdisc's private data (report.py's row "struct mercury_core") */
 	json_object_object_add(s, "mercury_core",
-			       json_object_new_int(sizeof(struct mercury_core)));
+			       json_object_new_int(sizeof(struct mercury_sched_data)));
 	json_object_object_add(s, "leaf_word", json_object_new_int(sizeof(u64)));
 	/* configuration-sized tables, as the module allocates them */
 	for (li = 0; li < b->nlevels; li++) {

@@ -4,7 +4,7 @@ if (!exists("dir")) dir = "."
 set terminal pngcairo size 1500,480 font ",10"
 set output dir."/core.png"
 set termoption noenhanced
-set multiplot layout 1,3 title "Enqueue+dequeue cost per packet, userspace build of mercury_core.h (median)"
+set multiplot layout 1,3 title "Enqueue+dequeue cost per packet, userspace build of sch_mercury.c (median)"
 set logscale x
 set ylabel "ns per packet"
 set grid
@@ -18,7 +18,7 @@ plot dir."/core-queued.dat" using 1:2 title "mercury", \
      "" using 1:3 title "mercury, flow order off", \
      "" using 1:4 title "binary heap", \
      "" using 1:5 title "red-black tree", \
-     "" using 1:7 title "mercury, 65536 levels, 4096 flows" dashtype 2, \
+     "" using 1:7 title "mercury, 65534 levels, 4096 flows" dashtype 2, \
      "" using 1:8 title "same, 16 of the levels in use" dashtype 3
 
 unset logscale y

@@ -14,7 +14,7 @@
 u32 pq_fail_allocs;
 u64 pq_live_flows;
 
-struct mercury_flow *mercury_flow_alloc(void)
+void *bench_flow_alloc(void)
 {
 	struct mercury_flow *f;
 
@@ -28,7 +28,7 @@ struct mercury_flow *mercury_flow_alloc(void)
 	return f;
 }
 
-void mercury_flow_free(struct mercury_flow *f)
+void bench_flow_free(void *f)
 {
 	pq_live_flows--;
 	free(f);
@@ -74,27 +74,25 @@ size_t pq_mercury_table_bytes(u32 levels, u32 buckets)
 
 static int pq_mercury_init(struct pq *pq, const struct pq_cfg *cfg)
 {
-	struct mercury_tables *t = &pq->core.t;
-	struct mercury_core *c = &pq->core;
-	u32 nranks = cfg->levels + 1, i;
+	struct mercury_sched_data *q = &pq->core;
+	struct mercury_config mc = mercury_defaults;
 
 	if (!cfg->levels || cfg->levels > TC_MERCURY_MAX_LEVELS ||
 	    !cfg->buckets || cfg->buckets > TC_MERCURY_MAX_FLOWS)
 		return -EINVAL;
-	mercury_core_init(c);
-	c->bucket_bits = mercury_bucket_bits(cfg->buckets);
-	/* calloc, as the module's kvcalloc: zeroed tables */
-	t->levels = calloc(nranks, sizeof(*t->levels));
-	t->leaf = calloc(MERCURY_LEAF_WORDS(nranks), sizeof(*t->leaf));
-	t->buckets = calloc(1U << c->bucket_bits, sizeof(*t->buckets));
-	if (!t->levels || !t->leaf || !t->buckets)
+	/* as mercury_init() and mercury_change() set it up */
+	q->tails = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&q->spares);
+	q->keep_spares = 1;
+	mc.levels = cfg->levels;
+	mc.flows = cfg->buckets;
+	mc.flow_order = cfg->flow_order;
+	mc.quantum = cfg->quantum ? cfg->quantum : 2 * 1514;
+	if (mercury_tables_alloc(&q->t, &mc, NUMA_NO_NODE))
 		return -ENOMEM;
-	for (i = 0; i < nranks; i++)
-		INIT_LIST_HEAD(&t->levels[i].flows);
-	c->quantum = cfg->quantum ? cfg->quantum : 2 * 1514;
-	c->drr_quantum = c->quantum;
-	c->flow_order = cfg->flow_order;
-	c->urank = 0;
+	mercury_apply_cfg(q, &mc);
+	/* untagged first with no cap: one priority queue, nothing else */
+	q->share = 0;
 	return 0;
 }
 
@@ -145,9 +143,7 @@ void pq_destroy(struct pq *pq)
 			;
 		mercury_spares_trim(&pq->core, 0);
 	}
-	free(pq->core.t.levels);
-	free(pq->core.t.buckets);
-	free(pq->core.t.leaf);
+	mercury_tables_free(&pq->core.t);
 	v1_destroy(pq->v1);
 	free(pq->heap);
 	free(pq);

@@ -2,7 +2,7 @@
 /*
  * pq.h	The three priority queues the core benchmark compares.
  *
- *  - mercury: kmod/mercury_core.h itself, compiled through shim.h;
+ *  - mercury: kmod/sch_mercury.c itself, compiled through shim.h;
  *  - v1:      the first version of that core (mercury_core_v1.h, v1.c),
  *             kept as the baseline the second is measured against;
  *  - heap:    a binary min-heap of (rank, seq) keys, written here;
@@ -21,14 +21,22 @@
 #include <bsd/sys/cdefs.h>
 #include <bsd/sys/tree.h>
 
-/* The core's flow allocator: malloc, with failures injected on demand. */
-struct mercury_flow;
-struct mercury_flow *mercury_flow_alloc(void);
-void mercury_flow_free(struct mercury_flow *f);
+/* The module's flow cache here: malloc, with failures injected on demand
+ * (bench_flow_alloc(), shim.h).
+ */
 extern u32 pq_fail_allocs;	/* the next this many allocations fail */
 extern u64 pq_live_flows;	/* allocated and not freed */
 
-#include "../../kmod/mercury_core.h"
+/* The module, whole: every translation unit that includes this gets its
+ * own copy of its static functions, and uses some of them.
+ */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#pragma GCC diagnostic ignored "-Wunused-const-variable"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "../../kmod/sch_mercury.c"
+#pragma GCC diagnostic pop
 
 _Static_assert(sizeof(struct mercury_skb_cb) <= QDISC_CB_PRIV_LEN,
 	       "mercury_skb_cb does not fit the qdisc's 20 bytes of skb->cb");
@@ -68,8 +76,8 @@ struct pq {
 	enum pq_kind		kind;
 	u64			seq;		/* insertions so far */
 	u32			len;		/* packets queued */
-	/* mercury */
-	struct mercury_core	core;
+	/* mercury: the qdisc's private data */
+	struct mercury_sched_data core;
 	/* v1 */
 	struct v1		*v1;
 	/* heap */

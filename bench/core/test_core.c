@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * test_core.c	The contract of mercury's core (kmod/mercury_core.h), and
+ * test_core.c	The contract of mercury's core (kmod/sch_mercury.c), and
  *		the defects of its first version that issue 13 reproduced.
  *
  * Each test drives a small model of the qdisc's packet path: enqueue with
@@ -106,7 +106,7 @@ static struct pq_pkt *qd_peek(void)
 	rank = mercury_next_rank(&qd.pq->core);
 	if (rank == MERCURY_NO_RANK)
 		return NULL;
-	return (struct pq_pkt *)mercury_core_peek(&qd.pq->core, rank);
+	return (struct pq_pkt *)mercury_flow_head(mercury_select(&qd.pq->core, rank));
 }
 
 static struct pq_pkt *qd_dequeue(void)
@@ -358,7 +358,7 @@ static void test_untagged_first_bounded(void **state)
  */
 static void test_untagged_last_share(void **state)
 {
-	struct mercury_core *c;
+	struct mercury_sched_data *c;
 	u64 ub = 0, tb = 0;
 	struct pq_pkt *p;
 	s64 credit;
@@ -370,7 +370,7 @@ static void test_untagged_last_share(void **state)
 		skip();	/* v1's share lived in sch_mercury.c */
 	qd_init(64, true, NPKT, 0);
 	c = &qd.pq->core;
-	c->urank = 64;
+	c->untagged_rank = 64;
 	c->share = 20;
 	for (i = 0; i < 2000; i++) {
 		qd_enqueue(pkt(n++, 0x1000, 1000), 64);
@@ -523,7 +523,7 @@ static void contract_random(bool flow_order)
 		;
 	assert_int_equal(qd.pq->core.nflows, 0);
 	assert_int_equal(qd.pq->core.memory_usage, 0);
-	assert_int_equal(qd.pq->core.stat_levels, 0);
+	assert_int_equal(qd.pq->core.active_levels, 0);
 	assert_null(rb_first_cached(&qd.pq->core.tails));
 	qd_fini();
 }
@@ -545,7 +545,7 @@ static void test_contract_random_no_flow_order(void **state)
  */
 static void test_flow_alloc_failure(void **state)
 {
-	struct mercury_core *c;
+	struct mercury_sched_data *c;
 	u32 i;
 
 	(void)state;
@@ -579,7 +579,7 @@ static void test_flow_alloc_failure(void **state)
  */
 static void test_untagged_sparse_share(void **state)
 {
-	struct mercury_core *c;
+	struct mercury_sched_data *c;
 	u32 i, n = 0, ub = 0, tb = 0, gap = 0, min_gap = U32_MAX;
 	struct pq_pkt *p;
 
@@ -588,7 +588,7 @@ static void test_untagged_sparse_share(void **state)
 		skip();
 	qd_init(64, true, NPKT, 0);
 	c = &qd.pq->core;
-	c->urank = 64;
+	c->untagged_rank = 64;
 	c->share = 10;
 	for (i = 0; i < 2000; i++)
 		qd_enqueue(pkt(n++, 0x2000, 1000), 3);
@@ -618,13 +618,13 @@ static void test_untagged_sparse_share(void **state)
 	 */
 	while (qd_dequeue())
 		;
-	c->urank = 0;
+	c->untagged_rank = 0;
 	c->share = MERCURY_FIRST_SHARE;
 	c->share_credit = 0;
 	for (i = 0; i < 2000; i++)
 		qd_enqueue(pkt(n++, 0x1000, 1000), 0);
 	for (i = 0, gap = 0; i < 1000; i++) {
-		if (c->stat_levels < 2) {
+		if (c->active_levels < 2) {
 			qd_enqueue(pkt(n++, 0x2000, 1000), 3);
 			gap = 0;
 		}
@@ -642,7 +642,7 @@ static void test_untagged_sparse_share(void **state)
  */
 static void test_quantum_lowered_under_load(void **state)
 {
-	struct mercury_core *c;
+	struct mercury_sched_data *c;
 	struct pq_pkt *p;
 	u32 i, n = 0;
 

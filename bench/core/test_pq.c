@@ -51,7 +51,7 @@ static struct pq *make(enum pq_kind kind, u32 levels, u32 buckets, bool fo)
 /* Heap and tree: drained in (rank, insertion) order exactly. */
 static void sorted_drain(enum pq_kind kind)
 {
-	struct pq *pq = make(kind, 65536, 1, false);
+	struct pq *pq = make(kind, TC_MERCURY_MAX_LEVELS, 1, false);
 	u32 rank[N], i, last_rank = 0;
 	size_t last_idx = 0;
 	u64 s = 42;
@@ -159,7 +159,7 @@ static void test_mercury_flow_order(void **state)
 	}
 	assert_null(pq_pop(pq));
 	assert_int_equal(pq->core.nflows, 0);
-	assert_int_equal(pq->core.stat_levels, 0);
+	assert_int_equal(pq->core.active_levels, 0);
 	pq_destroy(pq);
 }
 

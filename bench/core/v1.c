@@ -9,11 +9,6 @@
 #include "shim.h"
 
 /* What v1 wanted of its includer beyond the shim. */
-static inline u32 skb_get_hash(struct sk_buff *skb)
-{
-	return skb->hash;
-}
-
 static inline u32 reciprocal_scale(u32 val, u32 ep_ro)
 {
 	return (u32)(((u64)val * ep_ro) >> 32);

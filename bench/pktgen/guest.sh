@@ -65,7 +65,7 @@ add() {
 	configs+=("$1|$2|$3|$4|$5|$6|${7:-1}")
 }
 # madd NAME LEVELS FLOWS [OPTIONS [TXQS]]: mercury reading the tag from
-# the priority. mask: tags go up to 65536, one bit more than 0xffff;
+# the priority. mask 0x1ffff: tags above 0xffff reach the last level;
 # buckets: 4096, enough for the most flows measured.
 madd() {
 	add "$1" mercury "mercury levels $2 tag priority mask 0x1ffff flows 4096${4:+ $4}" \
@@ -86,7 +86,7 @@ for f in 1 64 4096; do
 		add "fq f$f" fq "fq" k "$f" 1
 		add "skbprio f$f" skbprio "skbprio" k4 "$f" 64
 	fi
-	for l in 64 1024 65536; do
+	for l in 64 1024 65534; do
 		for fo in on off; do
 			[ -n "${PERF_QUICK:-}" ] && { [ "$f" != 64 ] || [ "$l" = 1024 ]; } && continue
 			madd "mercury l$l f$f fo-$fo" "$l" "$f" "flow_order $fo bypass off"

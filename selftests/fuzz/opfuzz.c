@@ -474,7 +474,7 @@ static const struct opf_pool opf_pool[OPF_O_N] = {
 	[OPF_O_FLOW_ORDER]   = { "flow_order", { "on", "off" }, 2 },
 	[OPF_O_FLOWS]	     = { "flows", { "1", "2", "16", "1024", "65536" }, 5 },
 	[OPF_O_LEVELS]	     = { "levels", { "1", "2", "3", "8", "64", "1024",
-					     "65535", "65536" }, 8 },
+					     "65533", "65534" }, 8 },
 	[OPF_O_LIMIT]	     = { "limit", { "1", "2", "10", "100", "1000",
 					    "10000" }, 6 },
 	[OPF_O_MASK]	     = { "mask", { "0x1", "0xf", "0xff", "0xffff",

@@ -10,11 +10,11 @@
 #   +----------------------- ns mrc-s --------------------------+  +- ns mrc-r -+
 #   | mercury-blast: 64 TCP + 8 UDP flows, tags 1..65536 as      |  | blast sink |
 #   |   mark, priority and DSCP (its low six bits) all           |  |            |
-#   | veth0: htb 1: (20mbit) -> mercury 10: levels 1..65536,     |--| veth1      |
+#   | veth0: htb 1: (20mbit) -> mercury 10: levels 1..65534,     |--| veth1      |
 #   |   tag mark, priority or dscp: options change every 2 s     |  |            |
 #   | kpktgend_0 --(queue_xmit, 16 entries, skb_priority across  |  +------------+
 #   |   1..65521)--> dummy0: mercury 20: root, tag priority,      |
-#   |   levels 65536, no bypass; its limits change every 2 s      |
+#   |   levels 65534, no bypass; its limits change every 2 s      |
 #   +------------------------------------------------------------+
 # Every 10 s: packets per second through each qdisc. Every round:
 #  - mercury under htb: htb sent and dropped exactly what mercury did;
@@ -63,10 +63,8 @@ log "seed $seed, $minutes rounds of a minute"
 # pktgen is per namespace: /proc/net/pktgen is that of the writer's, so
 # every command goes through ip netns exec (one shell for the setup).
 pgns() { $IP netns exec $NS_S sh -c "$1"; }
-# Priorities 1..65521: tags 65535 and 65536 are levels without a class of
-# their own (class minors have 16 bits and ffff is the untagged class),
-# so their packets would count in the qdisc but in no listed level, and
-# the levels could not add up to it.
+# Priorities 1..65521, one level in 4368: every level is a class, so the
+# levels add up to the qdisc.
 pktgen_setup() {
 	local k e cmds="p=/proc/net/pktgen; w() { echo \"\$2\" > \$p/\$1 || { echo \"pktgen refused \$2 on \$1\"; exit 1; }; }; w kpktgend_0 rem_device_all"
 	for ((k = 0; k < 16; k++)); do
@@ -95,8 +93,8 @@ level_sum() {	# level_sum DEV KEY: the sum of KEY (packets, drops) over the leve
 build_qdiscs() {
 	tcs qdisc add dev veth0 root handle 1: htb default 1 &&
 	tcs class add dev veth0 parent 1: classid 1:1 htb rate 20mbit burst 20k &&
-	tcs qdisc add dev veth0 parent 1:1 handle 10: mercury levels 65536 mask 0xffffffff limit 2000 &&
-	tcs qdisc add dev dummy0 root handle 20: mercury levels 65536 mask 0xffffffff tag priority \
+	tcs qdisc add dev veth0 parent 1:1 handle 10: mercury levels 65534 mask 0xffffffff limit 2000 &&
+	tcs qdisc add dev dummy0 root handle 20: mercury levels 65534 mask 0xffffffff tag priority \
 		bypass off limit 5000
 }
 
@@ -114,7 +112,7 @@ timed() {
 change_loop_once() {
 	# structural and not, on the htb child: levels, tag source, flows
 	timed tcs qdisc change dev veth0 parent 1:1 handle 10: mercury \
-		levels "$(pick 1 2 64 1024 65536)" tag "$(pick mark priority dscp)" \
+		levels "$(pick 1 2 64 1024 65534)" tag "$(pick mark priority dscp)" \
 		flows "$(pick 1 64 1024 65536)" limit "$(pick 10 100 2000 10000)" \
 		memory_limit "$(pick 20000 1000000 33554432)" quantum "$(pick 256 3028 65536)" \
 		untagged "$(pick first last)" || return 1

@@ -67,13 +67,13 @@ void mctl_print_text(FILE *f, const struct mctl_qdisc *qs, size_t n,
 				" flows %" PRIu32 " levels_active %" PRIu32
 				" most_urgent %" PRIu32 " memory_usage %" PRIu32
 				"b\n drops_limit %llu drops_memory %llu"
-				" inversions_avoided %llu chain_rebuilds %llu\n"
+				" inversions_avoided %llu\n"
 				" untagged_packets %llu untagged_bytes %llu"
 				" share_forced %llu\n",
 				q->x.flows, q->x.levels_active,
 				q->x.most_urgent, q->x.memory_usage,
 				q->x.drops_limit, q->x.drops_memory,
-				q->x.inversions_avoided, q->x.chain_rebuilds,
+				q->x.inversions_avoided,
 				q->x.untagged_packets, q->x.untagged_bytes,
 				q->x.share_forced);
 		for (k = 0; k < q->nlevels; k++) {
@@ -167,7 +167,6 @@ struct json_object *mctl_qdisc_json(const struct mctl_qdisc *q,
 		mctl_json_u64(x, "drops_limit", q->x.drops_limit);
 		mctl_json_u64(x, "drops_memory", q->x.drops_memory);
 		mctl_json_u64(x, "inversions_avoided", q->x.inversions_avoided);
-		mctl_json_u64(x, "chain_rebuilds", q->x.chain_rebuilds);
 		mctl_json_u64(x, "untagged_packets", q->x.untagged_packets);
 		mctl_json_u64(x, "untagged_bytes", q->x.untagged_bytes);
 		mctl_json_u64(x, "share_forced", q->x.share_forced);
@@ -259,7 +258,6 @@ MCTL_QV(mctl_q_levels_active, q->x.levels_active)
 MCTL_QV(mctl_q_most_urgent, q->x.most_urgent)
 MCTL_QV(mctl_q_memory_usage, q->x.memory_usage)
 MCTL_QV(mctl_q_inversions, q->x.inversions_avoided)
-MCTL_QV(mctl_q_chain_rebuilds, q->x.chain_rebuilds)
 MCTL_QV(mctl_q_untagged_packets, q->x.untagged_packets)
 MCTL_QV(mctl_q_untagged_bytes, q->x.untagged_bytes)
 MCTL_QV(mctl_q_share_forced, q->x.share_forced)
@@ -301,9 +299,6 @@ static const struct mctl_prom_family mctl_families[] = {
 	{ "mercury_inversions_avoided_total", "counter",
 	  "Packets sent while a less urgent level also held packets.",
 	  MCTL_PROM_XSTATS, NULL, mctl_q_inversions, NULL },
-	{ "mercury_chain_rebuilds_total", "counter",
-	  "Tail drops that rescanned a flow.",
-	  MCTL_PROM_XSTATS, NULL, mctl_q_chain_rebuilds, NULL },
 	{ "mercury_untagged_packets_total", "counter",
 	  "Packets sent from the untagged class.",
 	  MCTL_PROM_XSTATS, NULL, mctl_q_untagged_packets, NULL },

@@ -198,11 +198,11 @@ int mctl_parse_opts(int argc, char **argv, struct mercury_qdisc_opts *o,
 
 bad_range:
 	{
-		/* the same wording as the kernel's extack messages */
+		/* each option's range, as tc-mercury(8) gives it */
 		static const struct {
 			const char *name, *rule;
 		} rules[] = {
-			{ "levels", "1..65536" },
+			{ "levels", "1..65534" },
 			{ "tag", "mark, priority or dscp" },
 			{ "shift", "0..31" },
 			{ "mask", "a non-zero u32" },

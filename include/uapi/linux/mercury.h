@@ -4,8 +4,7 @@
  *
  * Shared by the module (kmod/), the tc plugin (tc-plugin/) and the
  * userspace tools. Append only: never reorder or remove an attribute or a
- * statistics field. (Version 2 put a type first in both statistics
- * structs, once, before any release.)
+ * statistics field.
  */
 #ifndef _UAPI_LINUX_MERCURY_H
 #define _UAPI_LINUX_MERCURY_H
@@ -27,7 +26,10 @@ enum {
 	__TC_MERCURY_UNTAGGED_MAX,
 };
 
-#define TC_MERCURY_MAX_LEVELS	65536	/* tagged levels: tags 1..levels */
+/* Tagged levels: tags 1..levels. Each level is a class, minor N for tag
+ * N, below TC_MERCURY_UNTAGGED_MINOR: 16-bit minors hold no more.
+ */
+#define TC_MERCURY_MAX_LEVELS	65534
 #define TC_MERCURY_MAX_FLOWS	65536	/* flow lookup buckets */
 #define TC_MERCURY_MAX_SHARE	90	/* untagged share, percent */
 #define TC_MERCURY_MAX_MEMORY_LIMIT	(1U << 31)	/* bytes: 2 GiB */
@@ -79,17 +81,15 @@ struct tc_mercury_xstats {
 	__u64	share_forced;		/* untagged packets sent ahead of tagged
 					 * ones to honour untagged_share
 					 */
-	__u64	chain_rebuilds;		/* always 0: the second core has no
-					 * min chain to rescan
-					 */
 	__u64	drops_flows;		/* packets dropped: no memory for
 					 * their flow
 					 */
 };
 
 /*
- * Class statistics (TCA_STATS_APP of a class). Class minor N is tag N;
- * the untagged class is minor TC_MERCURY_UNTAGGED_MINOR. Only levels that
+ * Class statistics (TCA_STATS_APP of a class). Class minor N is tag N
+ * (1..TC_MERCURY_MAX_LEVELS); the untagged class is minor
+ * TC_MERCURY_UNTAGGED_MINOR. Only levels that
  * ever saw a packet are listed. Packets, bytes, drops, backlog and qlen of
  * a level are in the class's standard statistics. Readers tell this
  * struct from the qdisc's by its type, never by its size.

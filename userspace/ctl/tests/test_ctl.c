@@ -77,11 +77,11 @@ static void test_parse_bad_values(void **state)
 	static const struct {
 		const char *name, *val, *msg;
 	} bad[] = {
-		{ "levels", "0", "levels must be 1..65536, not '0'" },
-		{ "levels", "65537", "levels must be 1..65536, not '65537'" },
-		{ "levels", "-1", "levels must be 1..65536, not '-1'" },
-		{ "levels", "abc", "levels must be 1..65536, not 'abc'" },
-		{ "levels", "", "levels must be 1..65536, not ''" },
+		{ "levels", "0", "levels must be 1..65534, not '0'" },
+		{ "levels", "65535", "levels must be 1..65534, not '65535'" },
+		{ "levels", "-1", "levels must be 1..65534, not '-1'" },
+		{ "levels", "abc", "levels must be 1..65534, not 'abc'" },
+		{ "levels", "", "levels must be 1..65534, not ''" },
 		{ "tag", "foo", "tag must be mark, priority or dscp, not 'foo'" },
 		{ "tag", "DSCP", "tag must be mark, priority or dscp, not 'DSCP'" },
 		{ "shift", "32", "shift must be 0..31, not '32'" },
@@ -295,7 +295,6 @@ static void canned(struct mctl_qdisc *q)
 	q->x.untagged_packets = 4;
 	q->x.untagged_bytes = 168;
 	q->x.share_forced = 2;
-	q->x.chain_rebuilds = 5;
 	q->levels = canned_levels;
 	q->nlevels = 2;
 }
@@ -352,7 +351,7 @@ static void test_text(void **state)
 		" sent 15308 bytes 14 pkt (dropped 1, overlimits 0 requeues 0)\n"
 		" backlog 3028b 2p\n"
 		" flows 3 levels_active 1 most_urgent 3 memory_usage 4608b\n"
-		" drops_limit 1 drops_memory 0 inversions_avoided 7 chain_rebuilds 5\n"
+		" drops_limit 1 drops_memory 0 inversions_avoided 7\n"
 		" untagged_packets 4 untagged_bytes 168 share_forced 2\n"
 		" level 3 (class 1:3): sent 15140 bytes 10 pkt dropped 1 backlog 3028b 2p flows 2\n"
 		" level untagged (class 1:ffff): sent 168 bytes 4 pkt dropped 0 backlog 0b 0p flows 1\n");
@@ -466,7 +465,7 @@ static void test_json(void **state)
 	assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
 		"{\"flows\":3,\"levels_active\":1,\"most_urgent\":3,"
 		"\"memory_usage\":4608,\"drops_limit\":1,\"drops_memory\":0,"
-		"\"inversions_avoided\":7,\"chain_rebuilds\":5,"
+		"\"inversions_avoided\":7,"
 		"\"untagged_packets\":4,\"untagged_bytes\":168,\"share_forced\":2}");
 	assert_true(json_object_object_get_ex(q0, "levels", &v));
 	assert_int_equal(json_object_array_length(v), 2);
@@ -591,7 +590,7 @@ static void test_cli_errors(void **state)
 	assert_int_equal(run_cli(ARGC("mercuryctl", "-j", "a", "eth0", "levels", "0"),
 				 ARGV("mercuryctl", "-j", "a", "eth0", "levels", "0"),
 				 out, sizeof(out), err, sizeof(err)), 2);
-	assert_string_equal(out, "{\"error\":\"levels must be 1..65536, not '0'\"}\n");
+	assert_string_equal(out, "{\"error\":\"levels must be 1..65534, not '0'\"}\n");
 	assert_string_equal(err, "");
 
 	assert_int_equal(run_cli(ARGC("mercuryctl", "add", "eth0", "handle", "1:2"),
