@@ -378,8 +378,11 @@ class Compat(unittest.TestCase):
         for rank, err in enumerate(errs):
             if rank == 1:
                 continue
-            self.assertIn("rank 1 did not call distribute() within 3 s",
-                          err)
+            # rank 1 is named; on a loaded machine another rank may not
+            # have reached distribute() within the 3 s either, and is
+            # then named with it
+            self.assertRegex(err, r"rank (\d+, )*1(, \d+)* did not call "
+                             r"distribute\(\) within 3 s")
 
     def test_bench_models_step_module_by_module(self):
         for r in self.case("bench_models"):
