@@ -15,19 +15,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import bulk                      # noqa: E402
 import report                    # noqa: E402  (bench/shared/report.py)
-
-n = 0
-fails = 0
-
-
-def check(name, cond, detail=""):
-    global n, fails
-    n += 1
-    if not cond:
-        fails += 1
-    print("%s %d %s" % ("ok" if cond else "not ok", n, name))
-    if not cond and detail:
-        print("# " + str(detail).replace("\n", "\n# "))
+from tap import check, finish    # noqa: E402  (bench/torch/tap.py)
 
 
 # --- bulk.Windows ---
@@ -164,5 +152,4 @@ try:
 finally:
     shutil.rmtree(tmp)
 
-print("1..%d" % n)
-sys.exit(1 if fails else 0)
+finish()

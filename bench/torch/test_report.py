@@ -13,20 +13,9 @@ import subprocess
 import sys
 import tempfile
 
+from tap import check, finish
+
 here = os.path.dirname(os.path.abspath(__file__))
-n = 0
-fails = 0
-
-
-def check(name, cond, detail=""):
-    global n, fails
-    n += 1
-    if not cond:
-        fails += 1
-    print("%s %d %s" % ("ok" if cond else "not ok", n, name))
-    if not cond and detail:
-        print("# " + detail.replace("\n", "\n# "))
-
 
 # worker.py's phases per iteration (forward, blocked, backward, step) of
 # rank 0 and rank 1 of every mercury run: the first iteration is left
@@ -687,5 +676,4 @@ with open(os.path.join(here, "run.sh")) as f:
 check("run.sh runs the schemes the report knows, in its order",
       m is not None and m.group(1).split() == report.SCHEMES and
       all(s in report.LABEL for s in report.SCHEMES), m.group(1) if m else "")
-print("1..%d" % n)
-sys.exit(1 if fails else 0)
+finish()
