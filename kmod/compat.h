@@ -50,4 +50,13 @@ enum qdisc_drop_reason {
 	qdisc_drop(skb, sch, to_free)
 #endif
 
+/*
+ * skb_gso_segment(): declared in net/gso.h where the kernel has that
+ * header (6.5 on; Kbuild defines MERCURY_HAVE_NET_GSO_H when it finds
+ * it), in linux/netdevice.h before.
+ */
+#ifdef MERCURY_HAVE_NET_GSO_H
+#include <net/gso.h>
+#endif
+
 #endif /* _MERCURY_COMPAT_H */

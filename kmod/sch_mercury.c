@@ -39,7 +39,9 @@
  *    when it is last; at most, when it is first, MERCURY_FIRST_SHARE by
  *    default), and a debt it ran up stays while tagged packets wait, so
  *    neither placement can starve the other class, not even a source
- *    that never has two packets queued.
+ *    that never has two packets queued. With untagged last, untagged
+ *    GSO packets are queued as their segments, so a tagged packet waits
+ *    behind at most one untagged segment.
  *  - peek returns the packet the next dequeue returns, and leaves it
  *    queued; share credit and counters move at dequeue only.
  *  - With bypass on (the default), a packet that finds the qdisc empty
@@ -966,17 +968,17 @@ static int mercury_drop_arrival(struct sk_buff *skb, struct Qdisc *sch,
 	return qdisc_drop_reason(skb, sch, to_free, reason);
 }
 
-static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
-			   struct sk_buff **to_free)
+/* Queue @skb at @rank, evicting less urgent packets if it needs room. */
+static int mercury_enqueue_one(struct sk_buff *skb, struct Qdisc *sch,
+			       struct sk_buff **to_free, u32 rank)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
 	unsigned int dropped = 0, dropped_len = 0;
 	struct sk_buff *victim;
 	bool own = false;
 	unsigned long key;
-	u32 rank, tag;
+	u32 tag;
 
-	rank = mercury_classify(q, skb);
 	mercury_cb(skb)->rank = rank;
 	key = mercury_flow_key(skb);
 
@@ -1047,6 +1049,76 @@ static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 	if (dropped)
 		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
 	return NET_XMIT_SUCCESS;
+}
+
+/* Should @skb, of @rank, be queued as its segments? With untagged
+ * traffic last, an untagged GSO packet holds the link for its whole
+ * length once it starts (64 KB is 17 ms at 30 Mbit/s), and every gradient
+ * packet arriving meanwhile waits behind it. Queued as MTU-sized segments,
+ * the untagged class is served, and charged for its share, a segment at
+ * a time, so a tagged arrival waits for at most one segment. With
+ * untagged first (the default) its packets go ahead anyway, and tagged
+ * GSO packets belong to the job being ordered: both stay whole, and the
+ * default path pays no software segmentation.
+ */
+static bool mercury_split(const struct mercury_sched_data *q,
+			  const struct sk_buff *skb, u32 rank)
+{
+	return rank == q->untagged_rank && skb_is_gso(skb) &&
+	       q->cfg.untagged == TC_MERCURY_UNTAGGED_LAST;
+}
+
+/* Queue a GSO packet's segments; our parents counted one packet of the
+ * aggregate's length, so they are told what was queued instead. If the
+ * packet cannot be segmented it is queued whole: nothing is lost.
+ */
+static int mercury_enqueue_segs(struct sk_buff *skb, struct Qdisc *sch,
+				struct sk_buff **to_free, u32 rank)
+{
+	netdev_features_t features = netif_skb_features(skb);
+	unsigned int len = qdisc_pkt_len(skb), queued_len = 0;
+	struct sk_buff *segs, *seg, *next;
+	int queued = 0, ret;
+	bool any = false;
+
+	segs = skb_gso_segment(skb, features & ~NETIF_F_GSO_MASK);
+	if (IS_ERR_OR_NULL(segs))
+		return mercury_enqueue_one(skb, sch, to_free, rank);
+
+	skb_list_walk_safe(segs, seg, next) {
+		unsigned int seg_len = seg->len;
+
+		skb_mark_not_on_list(seg);
+		qdisc_skb_cb(seg)->pkt_len = seg_len;
+		ret = mercury_enqueue_one(seg, sch, to_free, rank);
+		/* NET_XMIT_CN: queued, and already told to our parents as
+		 * an arrival they do not count (mercury_enqueue_one)
+		 */
+		if (ret == NET_XMIT_SUCCESS) {
+			queued++;
+			queued_len += seg_len;
+		}
+		if (ret == NET_XMIT_SUCCESS || ret == NET_XMIT_CN)
+			any = true;
+	}
+	consume_skb(skb);
+	if (!any)
+		return NET_XMIT_DROP;
+	if (queued != 1 || queued_len != len)
+		qdisc_tree_reduce_backlog(sch, 1 - queued,
+					  (int)len - (int)queued_len);
+	return NET_XMIT_SUCCESS;
+}
+
+static int mercury_enqueue(struct sk_buff *skb, struct Qdisc *sch,
+			   struct sk_buff **to_free)
+{
+	struct mercury_sched_data *q = qdisc_priv(sch);
+	u32 rank = mercury_classify(q, skb);
+
+	if (mercury_split(q, skb, rank))
+		return mercury_enqueue_segs(skb, sch, to_free, rank);
+	return mercury_enqueue_one(skb, sch, to_free, rank);
 }
 
 static struct sk_buff *mercury_dequeue(struct Qdisc *sch)

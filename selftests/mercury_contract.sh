@@ -361,6 +361,108 @@ ktap_check "own flow evicted: one tag-10 drop, tbf and mercury agree on 1 packet
 cn_done
 teardown_qdisc
 
+# --- untagged last: untagged GSO packets queue as their segments -----------
+# With untagged last, an untagged GSO packet is queued as its segments, so
+# a tagged packet waits behind one segment, not behind 64 KB. An untagged
+# TCP connection (set up while the link runs) writes 64 KB into the
+# stalled link: what waits in mercury must be MTU-sized, and tbf, which
+# counted one packet for each GSO packet it handed down, must agree with
+# mercury's qlen and backlog. With untagged first, GSO packets stay whole.
+# tbf itself segments a GSO packet larger than its bucket, so here the
+# bucket is 30000 bytes, veth0's GSO packets at most 16384, and the plug
+# a 28500-byte datagram (its fragments leave tbf under 1514 bytes of
+# tokens: nothing more fits).
+GSO_BURST=30000
+gso_split_case() {
+	local i n last
+	rm -f /tmp/gsos.up /tmp/gsos.go /tmp/gsos.done /tmp/gsos.got
+	$IP -n $NS_S link set veth0 gso_max_size 16384
+	tcs qdisc replace dev veth0 root handle 1: tbf rate 100mbit burst $GSO_BURST limit 10000000
+	tcs qdisc add dev veth0 parent 1:1 handle 10: mercury untagged "$1"
+	$IP netns exec $NS_R python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5602)); s.listen(1)
+c, _ = s.accept(); n = 0
+while True:
+    b = c.recv(1 << 16)
+    if not b:
+        break
+    n += len(b)
+open("/tmp/gsos.got", "w").write(str(n))
+' &
+	gsos_rpid=$!
+	$IP netns exec $NS_S python3 -c '
+import os, socket, sys, time
+def wait(path):
+    for _ in range(6000):
+        if os.path.exists(path):
+            return
+        time.sleep(0.1)
+    sys.exit("gso sender: timed out waiting for " + path)
+for _ in range(100):
+    try:
+        s = socket.create_connection((sys.argv[1], 5602)); break
+    except OSError:
+        time.sleep(0.1)
+open("/tmp/gsos.up", "w").close()
+wait("/tmp/gsos.go")
+s.sendall(b"x" * 65536)
+wait("/tmp/gsos.done")
+s.close()
+' $ADDR_R &
+	gsos_spid=$!
+	for ((i = 0; i < 300; i++)); do [ -e /tmp/gsos.up ] && break; sleep 0.1; done
+	# stall: a full bucket, spent by the plug
+	n=$(qdisc_stat veth0 1: packets)
+	tcs qdisc change dev veth0 root handle 1: tbf rate 8bit burst $GSO_BURST limit 10000000
+	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --size 28500 --burst plug:20:1
+	for ((i = 0; i < 100; i++)); do
+		[ "$(qdisc_stat veth0 1: packets)" -gt "$n" ] &&
+			[ "$(qdisc_stat veth0 1: qlen)" = 0 ] && break
+		sleep 0.1
+	done
+	touch /tmp/gsos.go
+	# the writes have reached the qdisc once its queue stops growing
+	last=-1
+	for ((i = 0; i < 60; i++)); do
+		sleep 0.5
+		n=$(qdisc_stat veth0 10: qlen)
+		[ "$n" -gt 0 ] && [ "$n" = "$last" ] && break
+		last=$n
+	done
+	gsos_q=$(qdisc_stat veth0 10: qlen) gsos_b=$(qdisc_stat veth0 10: backlog)
+	gsos_tq=$(qdisc_stat veth0 1: qlen) gsos_tb=$(qdisc_stat veth0 1: backlog)
+	log "untagged $1: mercury holds $gsos_q packets, $gsos_b bytes; tbf $gsos_tq, $gsos_tb"
+	tcs qdisc change dev veth0 parent 1:1 handle 10: mercury limit 100000 memory_limit 32Mb
+	tcs qdisc change dev veth0 root handle 1: tbf rate 100mbit burst $((GSO_BURST + 3000)) limit 10000000
+	$IP netns exec $NS_S $TRAFFIC send --dst $ADDR_R --burst kick:1000:1
+	touch /tmp/gsos.done
+	wait $gsos_spid
+	for ((i = 0; i < 300; i++)); do [ -e /tmp/gsos.got ] && break; sleep 0.1; done
+	kill $gsos_rpid 2>/dev/null
+	wait $gsos_rpid 2>/dev/null
+	gsos_got=$(cat /tmp/gsos.got 2>/dev/null || echo none)
+	log "untagged $1: the receiver read $gsos_got bytes"
+	$IP -n $NS_S link set veth0 gso_max_size 65536
+}
+gso_split_case last
+ktap_check "untagged last: untagged GSO packets wait as MTU-sized segments" \
+	test "$gsos_q" -ge 2 -a "$gsos_b" -le $((gsos_q * 1514))
+ktap_check "untagged last: tbf above agrees with mercury's qlen and backlog" \
+	test "$gsos_tq" = "$gsos_q" -a "$gsos_tb" = "$gsos_b"
+ktap_check "untagged last: all 64 KB arrived, nothing dropped" \
+	test "$gsos_got" = 65536 -a "$(qdisc_stat veth0 10: drops)" = 0
+teardown_qdisc
+gso_split_case first
+ktap_check "untagged first: GSO packets stay whole" \
+	test "$gsos_q" -ge 1 -a "$gsos_b" -gt $((gsos_q * 1514))
+ktap_check "untagged first: tbf above agrees with mercury's qlen and backlog" \
+	test "$gsos_tq" = "$gsos_q" -a "$gsos_tb" = "$gsos_b"
+ktap_check "untagged first: all 64 KB arrived, nothing dropped" \
+	test "$gsos_got" = 65536 -a "$(qdisc_stat veth0 10: drops)" = 0
+teardown_qdisc
+
 # --- untagged_packets counts GSO segments ----------------------------------
 # Untagged TCP over veth leaves in GSO packets of many segments; the
 # untagged class counts segments, as the qdisc does, and so must

@@ -140,6 +140,19 @@ static inline bool skb_is_gso(const struct sk_buff *skb)
 
 #define skb_shinfo(skb)		(&(struct skb_shared_info){ .gso_segs = 1 })
 
+/* The bench's packets are never GSO, so the segmenting path never runs. */
+typedef u64 netdev_features_t;
+#define NETIF_F_GSO_MASK	0
+#define IS_ERR_OR_NULL(p)	((p) == NULL)
+#define netif_skb_features(skb)	((netdev_features_t)0)
+#define skb_gso_segment(skb, f)	((struct sk_buff *)NULL)
+#define skb_mark_not_on_list(skb)	((void)(skb))
+#define consume_skb(skb)		((void)(skb))
+#define skb_list_walk_safe(first, skb, next_skb)			\
+	for ((skb) = (first), (next_skb) = (skb) ? (skb)->next : NULL;	\
+	     (skb);							\
+	     (skb) = (next_skb), (next_skb) = (skb) ? (skb)->next : NULL)
+
 static inline __be16 skb_protocol(const struct sk_buff *skb, bool vlan)
 {
 	return skb->protocol;

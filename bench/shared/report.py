@@ -329,9 +329,16 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("dirs", nargs="*", metavar="DIR",
-                    help="other boots' run directories, pooled with OUTDIR's")
+                    help="other boots' run directories, pooled with OUTDIR's "
+                    "(OUTDIR itself may hold no runs: bench/torch/run.sh "
+                    "pools OUTDIR/boot-K this way)")
     a = ap.parse_args()
-    text, js = report([a.out] + a.dirs, a.quick)
+    # OUTDIR of several boots holds only their boot-K directories
+    dirs = [d for d in [a.out] + a.dirs
+            if os.path.exists(os.path.join(d, "runs", "index"))]
+    if not dirs:
+        sys.exit("report.py: no runs/index under %s" % " ".join([a.out] + a.dirs))
+    text, js = report(dirs, a.quick)
     print("\n".join(text))
     with open(os.path.join(a.out, "bench-shared.txt"), "w") as f:
         f.write("\n".join(text) + "\n")

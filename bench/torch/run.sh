@@ -198,6 +198,13 @@ if [ "$BOOTS" -gt 1 ] && [ -z "${BT_BOOT:-}" ]; then
 		fi
 	done
 	echo "bench-torch: boots done in $(( ($(date +%s) - t0) / 60 )) min; their runs pooled:"
+	# --- BT_BULK: the shared-NIC table instead of bench-torch's ---
+	if [ "${BT_BULK:-0}" = 1 ]; then
+		"$PY" "$top/bench/shared/report.py" --out "$out" $([ "$QUICK" = 1 ] && echo --quick) \
+			"$out"/boot-* || exit 1
+		exit $rc
+	fi
+	# --- end BT_BULK ---
 	"$PY" "$here/report.py" --rate "$RATE" --out "$out" $([ "$QUICK" = 1 ] && echo --quick) || exit 1
 	exit $rc
 fi
