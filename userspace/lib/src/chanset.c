@@ -131,6 +131,7 @@ struct mercury_chanset {
 	const struct txf *blocked_top;
 	uint64_t wake_ns;		/* 0: not blocked */
 	bool blocked_retag;		/* by try_pick's -EAGAIN, not the cap */
+	uint64_t cap_wait_ns;		/* the last cap wait, 0 once a frame is placed */
 	/* the running send(): its batch, frames left, frames started */
 	uint64_t batch;
 	size_t batch_left, batch_started;
@@ -907,6 +908,30 @@ static uint64_t drain_ns(const struct chan *c, uint64_t excess)
 	return (uint64_t)((double)excess * 1e9 / (double)ti.tcpi_delivery_rate) + 1;
 }
 
+/*
+ * How long to wait at the cap before reading SIOCOUTQ again. drain_ns()
+ * is right while the link drains the connection; a receiver slower than
+ * that (one that reads in bursts, a busy peer) keeps its window shut, the
+ * bytes stay, and each estimate would end in another reading that finds
+ * them there. So a wait that found the connection still at the cap is
+ * followed by one twice as long (up to CAP_WAIT_MAX_NS, or the estimate
+ * if that is longer), until a frame is placed.
+ */
+#define CAP_WAIT_MAX_NS		(10 * 1000000ull)
+
+static uint64_t cap_wait(struct mercury_chanset *cs, const struct chan *c)
+{
+	uint64_t ns = drain_ns(c, cs->last_queued - cs->inflight + 1);
+	uint64_t again = 2 * cs->cap_wait_ns;
+
+	if (again > CAP_WAIT_MAX_NS)
+		again = CAP_WAIT_MAX_NS;
+	if (ns < again)
+		ns = again;
+	cs->cap_wait_ns = ns;
+	return ns;
+}
+
 /* Bytes connection i holds in the kernel, for the cap. */
 static int cap_query(struct mercury_chanset *cs, size_t i)
 {
@@ -983,11 +1008,11 @@ static int dispatch(struct mercury_chanset *cs, uint64_t now, bool *wrote)
 			}
 			if (cs->last_queued >= cs->inflight) {
 				cs->stats.cap_blocks++;
-				block(cs, f, now + drain_ns(c, cs->last_queued -
-							  cs->inflight + 1), false);
+				block(cs, f, now + cap_wait(cs, c), false);
 				return 0;
 			}
 		}
+		cs->cap_wait_ns = 0;
 		heap_pop(cs);
 		chan_append(c, f);
 		cs->stats.placed++;

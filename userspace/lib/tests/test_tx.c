@@ -13,7 +13,10 @@
 #include <poll.h>
 #include <signal.h>
 #include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
@@ -441,11 +444,73 @@ static int send_at_cap(void)
 	return 0;
 }
 
+/*
+ * A receiver slower than the link: TCP over loopback, whose delivery
+ * rate says the connection drains in microseconds, to a peer that reads
+ * in bursts (16 KiB every 20 ms) through a small receive buffer. The bytes stay at the
+ * cap for as long as the peer takes; the sender must sleep through that,
+ * not wake after each drain_ns() estimate to find them still there.
+ */
+static int slow_reader_at_cap(void)
+{
+	MERCURY_OPTS(mercury_chanset_opts, o, .no_tag = true,
+		     .timeout_ms = 10000, .inflight = 8192, .chunk_size = 1024);
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	static char buf[256 << 10], sink[16384];
+	struct mercury_chanset_stats st;
+	struct mercury_chanset *cs;
+	socklen_t alen = sizeof(a);
+	int l, s, r, small = 4096, frames, got = 0;
+	pid_t pid;
+
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) ||
+	    bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &alen))
+		return 2;
+	pid = fork();
+	if (pid < 0)
+		return 3;
+	if (!pid) {
+		r = accept(l, NULL, NULL);
+		while ((s = read(r, sink, sizeof(sink))) > 0) {
+			got += s;
+			usleep(20000);
+		}
+		_exit(got == (int)sizeof(buf) +
+		      (int)(sizeof(buf) / 1024) * MERCURY_FRAME_HDR_LEN ? 0 : 1);
+	}
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)))
+		return 4;
+	if (mercury_chanset_new(&s, 1, &o, &cs))
+		return 5;
+	if (mercury_chanset_send(cs, 1, 1, buf, sizeof(buf)))
+		return 6;
+	if (mercury_chanset_get_stats(cs, &st, sizeof(st)))
+		return 7;
+	frames = sizeof(buf) / 1024;
+	printf("# slow reader: %d frames, %llu cap blocks, %llu queries\n",
+	       frames, (unsigned long long)st.cap_blocks,
+	       (unsigned long long)st.queries);
+	fflush(stdout);
+	mercury_chanset_free(cs);
+	close(s);
+	if (waitpid(pid, &r, 0) != pid || !WIFEXITED(r) || WEXITSTATUS(r))
+		return 8;
+	/* a reading per frame placed, and a few per wait: not dozens */
+	if (st.queries > 4 * (uint64_t)frames)
+		return 9;
+	return 0;
+}
+
 static void test_peer_failures(void **state)
 {
 	(void)state;
 	in_child(queue_to_closed_peer, "peer closed");
 	in_child(send_at_cap, "send at the cap");
+	in_child(slow_reader_at_cap, "a slow reader at the cap");
 }
 
 static void test_queue_errors(void **state)
