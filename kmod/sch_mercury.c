@@ -1303,21 +1303,31 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 	if (tb[TCA_MERCURY_BYPASS])
 		cfg->bypass = nla_get_u8(tb[TCA_MERCURY_BYPASS]);
 
-	/* Checks across options, on the configuration as it would be. */
+	/* Checks across options, on the configuration as it would be; the
+	 * error points at an option this request gave (the other one may
+	 * be the qdisc's already).
+	 */
 	if (cfg->levels > cfg->mask) {
 		NL_SET_ERR_MSG_MOD(extack,
 				   "levels exceeds the largest tag mask can give");
+		NL_SET_BAD_ATTR(extack, tb[TCA_MERCURY_LEVELS] ?:
+					tb[TCA_MERCURY_TAG_MASK]);
 		return -EINVAL;
 	}
 	if (cfg->source == TC_MERCURY_TAG_DSCP &&
 	    !((0x3f >> cfg->shift) & cfg->mask)) {
 		NL_SET_ERR_MSG_MOD(extack,
 				   "shift and mask leave no DSCP bit for the tag");
+		NL_SET_BAD_ATTR(extack, tb[TCA_MERCURY_TAG_SHIFT] ?:
+					tb[TCA_MERCURY_TAG_MASK] ?:
+					tb[TCA_MERCURY_TAG_SOURCE]);
 		return -EINVAL;
 	}
 	if (cfg->share && cfg->untagged != TC_MERCURY_UNTAGGED_LAST) {
 		NL_SET_ERR_MSG_MOD(extack,
 				   "untagged_share needs untagged last");
+		NL_SET_BAD_ATTR(extack, tb[TCA_MERCURY_UNTAGGED_SHARE] ?:
+					tb[TCA_MERCURY_UNTAGGED]);
 		return -EINVAL;
 	}
 	return 0;
