@@ -1186,14 +1186,14 @@ static struct netlink_range_validation mercury_memory_range = {
 };
 
 static struct netlink_range_validation mercury_quantum_range = {
-	.min = 256,
-	.max = 1 << 20,
+	.min = TC_MERCURY_MIN_QUANTUM,
+	.max = TC_MERCURY_MAX_QUANTUM,
 };
 
 static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_LEVELS]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_levels_range),
 	[TCA_MERCURY_TAG_SOURCE]     = NLA_POLICY_MAX(NLA_U8, __TC_MERCURY_TAG_MAX - 1),
-	[TCA_MERCURY_TAG_SHIFT]	     = NLA_POLICY_MAX(NLA_U8, 31),
+	[TCA_MERCURY_TAG_SHIFT]	     = NLA_POLICY_MAX(NLA_U8, TC_MERCURY_MAX_SHIFT),
 	[TCA_MERCURY_TAG_MASK]	     = NLA_POLICY_MIN(NLA_U32, 1),
 	[TCA_MERCURY_UNTAGGED]	     = NLA_POLICY_MAX(NLA_U8, __TC_MERCURY_UNTAGGED_MAX - 1),
 	[TCA_MERCURY_UNTAGGED_SHARE] = NLA_POLICY_MAX(NLA_U8, TC_MERCURY_MAX_SHARE),
@@ -1205,19 +1205,20 @@ static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_BYPASS]	     = NLA_POLICY_MAX(NLA_U8, 1),
 };
 
+/* The defaults are the UAPI header's, which userspace reads too. */
 static const struct mercury_config mercury_defaults = {
-	.levels		= 1024,
-	.flows		= 1024,
-	.mask		= 0xffff,
-	.limit		= 10000,
-	.memory_limit	= 32 << 20,
-	.quantum	= 2 * 1514,
-	.source		= TC_MERCURY_TAG_MARK,
-	.shift		= 0,
-	.untagged	= TC_MERCURY_UNTAGGED_FIRST,
-	.share		= 0,
-	.flow_order	= 1,
-	.bypass		= 1,
+	.levels		= TC_MERCURY_DEF_LEVELS,
+	.flows		= TC_MERCURY_DEF_FLOWS,
+	.mask		= TC_MERCURY_DEF_MASK,
+	.limit		= TC_MERCURY_DEF_LIMIT,
+	.memory_limit	= TC_MERCURY_DEF_MEMORY_LIMIT,
+	.quantum	= TC_MERCURY_DEF_QUANTUM,
+	.source		= TC_MERCURY_DEF_TAG_SOURCE,
+	.shift		= TC_MERCURY_DEF_SHIFT,
+	.untagged	= TC_MERCURY_DEF_UNTAGGED,
+	.share		= TC_MERCURY_DEF_SHARE,
+	.flow_order	= TC_MERCURY_DEF_FLOW_ORDER,
+	.bypass		= TC_MERCURY_DEF_BYPASS,
 };
 
 static void mercury_tables_free(struct mercury_tables *t)

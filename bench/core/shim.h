@@ -424,6 +424,8 @@ struct netlink_ext_ack {
 
 #define NL_SET_ERR_MSG_MOD(extack, msg)	\
 	do { if (extack) (extack)->_msg = (msg); } while (0)
+#define NL_SET_BAD_ATTR(extack, attr)	\
+	do { if (extack) (extack)->bad_attr = (attr); } while (0)
 
 static inline int nla_parse_nested(struct nlattr **tb, int max,
 				   const struct nlattr *nla,

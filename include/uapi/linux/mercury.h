@@ -33,6 +33,28 @@ enum {
 #define TC_MERCURY_MAX_FLOWS	65536	/* flow lookup buckets */
 #define TC_MERCURY_MAX_SHARE	90	/* untagged share, percent */
 #define TC_MERCURY_MAX_MEMORY_LIMIT	(1U << 31)	/* bytes: 2 GiB */
+#define TC_MERCURY_MAX_SHIFT	31	/* bits */
+#define TC_MERCURY_MIN_QUANTUM	256		/* bytes */
+#define TC_MERCURY_MAX_QUANTUM	(1U << 20)	/* bytes */
+
+/*
+ * The kernel's defaults: what a new qdisc has for each option not given.
+ * The module configures itself from these, and userspace (mercuryctl,
+ * libmercury) reads them here rather than keeping a copy. A new qdisc's
+ * quantum is raised to twice the device's MTU when that is larger.
+ */
+#define TC_MERCURY_DEF_LEVELS		1024
+#define TC_MERCURY_DEF_TAG_SOURCE	TC_MERCURY_TAG_MARK
+#define TC_MERCURY_DEF_SHIFT		0
+#define TC_MERCURY_DEF_MASK		0xffff
+#define TC_MERCURY_DEF_UNTAGGED		TC_MERCURY_UNTAGGED_FIRST
+#define TC_MERCURY_DEF_SHARE		0		/* percent */
+#define TC_MERCURY_DEF_FLOW_ORDER	1		/* on */
+#define TC_MERCURY_DEF_FLOWS		1024
+#define TC_MERCURY_DEF_LIMIT		10000		/* packets */
+#define TC_MERCURY_DEF_MEMORY_LIMIT	(32U << 20)	/* bytes */
+#define TC_MERCURY_DEF_QUANTUM		(2 * 1514)	/* bytes */
+#define TC_MERCURY_DEF_BYPASS		1		/* on */
 
 /* What a TCA_STATS_APP holds: its first field, in both structs below. */
 enum {
