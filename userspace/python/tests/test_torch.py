@@ -358,6 +358,50 @@ class Compat(unittest.TestCase):
         runs = self.equal_to_ddp("state_dict")
         self.assertGreater(sum(runs[0]["mercury"]["deferred"][-1:]), 0)
 
+    # torch 2.x's protocols, emulated (Documentation/torch.md, "What was
+    # run and what was only read")
+
+    def test_amp_attributes_held_for_deferred_step(self):
+        # GradScaler's grad_scale/found_inf exist only during step(); the
+        # deferred partial steps must see them as they were then
+        self.equal_to_ddp("amp_attrs")
+
+    def test_skipped_step_keeps_gradients_as_ddp(self):
+        # GradScaler skipping step() on an inf, a step skipped by the loop
+        # and a zero_grad() skipped after it: no error, DDP's parameters
+        runs = self.equal_to_ddp("amp_skip")
+        for r in runs:
+            self.assertEqual(r["mercury"]["out"][1], 0.0)   # skipped
+
+    def test_grad_scaler_contract_refused(self):
+        for r in self.case("amp_contract"):
+            self.assertFalse(r["sig"])
+            self.assertIn("step(grad_scaler=...) is not supported",
+                          r["kwarg"])
+            self.assertIn("OldContractSGD.step takes grad_scaler=",
+                          r["attrs"])
+            self.assertTrue(r["bare"])
+
+    def test_zero_grad_foreach(self):
+        self.equal_to_ddp("zero_foreach")
+
+    def test_clip_grad_norm_foreach(self):
+        runs = self.equal_to_ddp("clip_foreach", deferred=False)
+        for r in runs:
+            self.assertGreater(min(r["mercury"]["out"]), 0.1)   # clipped
+
+    def test_scheduler_2x_patch_before_distribute(self):
+        runs = self.equal_to_ddp("sched_2x_before")
+        self.assertEqual(runs[0]["mercury"]["after"], [1.0, 1.0, 0.0])
+
+    def test_scheduler_2x_patch_after_distribute(self):
+        runs = self.equal_to_ddp("sched_2x_after")
+        self.assertEqual(runs[0]["mercury"]["after"], [1.0, 1.0, 0.0])
+
+    def test_load_state_dict_after_step(self):
+        runs = self.equal_to_ddp("restore")
+        self.assertGreater(sum(runs[0]["mercury"]["deferred"]), 0)
+
     def errors(self, name):
         return [r.get("error") for r in self.case(name)]
 

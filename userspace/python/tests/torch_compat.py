@@ -12,10 +12,14 @@ Rank 1 sleeps LAG seconds before each backward, so rank 0's step() finds
 its all-reduces unfinished: its steps are deferred to the next forward,
 the path these cases are about.
 """
+import copy
+import functools
 import importlib.util
+import inspect
 import os
 import time
 import traceback
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -219,6 +223,217 @@ def lambda_alternate(opt):
         opt, lambda s: 1.0 if s % 2 == 0 else 0.1)
 
 
+# ---- torch 2.x's protocols, emulated on 1.13 (Documentation/torch.md,
+# "What was run and what was only read") --------------------------------
+
+
+class AmpSGD(torch.optim.SGD):
+    """An optimizer that, like torch 2.x's fused Adam/AdamW/SGD, sets
+    _step_supports_amp_scaling: GradScaler.step() then puts grad_scale and
+    found_inf on it for the length of its step() call only, and its
+    step unscales by grad_scale and skips the update where found_inf is
+    set (no momentum here: the update is lr * grad / grad_scale)."""
+    _step_supports_amp_scaling = True
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        scale = getattr(self, "grad_scale", None)
+        found = getattr(self, "found_inf", None)
+        if found is not None and found.item():
+            return None
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad if scale is None else p.grad / scale
+                p.add_(g, alpha=-group["lr"])
+        return None
+
+
+class OldContractSGD(AmpSGD):
+    """The contract GradScaler deprecated: step takes grad_scaler=."""
+
+    def step(self, closure=None, grad_scaler=None):
+        return super().step(closure)
+
+
+class FakeScaler:
+    """GradScaler.step()'s attribute path for an optimizer with
+    _step_supports_amp_scaling, without its inf check (which reads every
+    gradient and so would wait for every all-reduce): the step is
+    deferred, and the attributes are gone and the scale has changed (in
+    place) by the time it runs."""
+
+    def __init__(self):
+        self.scale_t = torch.tensor(16.0)
+
+    def scale(self, loss):
+        return loss * self.scale_t
+
+    def step(self, opt):
+        opt.grad_scale = self.scale_t
+        opt.found_inf = torch.zeros(())
+        opt.step()
+        del opt.grad_scale
+        del opt.found_inf
+
+    def update(self):
+        self.scale_t.mul_(2.0)
+
+
+def build_foreach(rank):
+    # foreach=True: zero_grad(set_to_none=False) zeroes every .grad in
+    # one torch._foreach_zero_ (1.13 and 2.x alike), the step is the
+    # multi-tensor one
+    torch.manual_seed(rank)
+    m = Mlp()
+    return m, torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9,
+                              weight_decay=1e-3, foreach=True)
+
+
+def build_amp(rank):
+    torch.manual_seed(rank)
+    m = Mlp()
+    return m, AmpSGD(m.parameters(), lr=0.05)
+
+
+def step_amp(rank, it, net, opt, ctx):
+    scaler = ctx.setdefault("scaler", FakeScaler())
+    x, y = mlp_batch(rank, it)
+    opt.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    lag(rank)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    return loss.item()
+
+
+def step_skip(rank, it, net, opt, ctx):
+    """GradScaler's other path: unscale the gradients in place (reading
+    them), skip step() where one is not finite (iteration 1: an inf
+    loss). Iteration 3 skips step() with finite gradients, and 4 skips
+    zero_grad(): its gradients add to 3's, as under DDP. The last
+    iteration skips step() too: synchronize() then finds gradients that
+    no step() will apply."""
+    x, y = mlp_batch(rank, it)
+    if it != 4:
+        opt.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    if it == 1:
+        loss = loss * float("inf")
+    lag(rank)
+    (loss * 8.0).backward()
+    grads = [p.grad for p in ctx["model"].parameters()
+             if p.grad is not None]
+    torch._foreach_mul_(grads, 1.0 / 8.0)
+    finite = all(bool(torch.isfinite(g).all()) for g in grads)
+    if finite and it not in (3, 5):
+        opt.step()
+    return loss.item() if finite else 0.0
+
+
+def step_clip_foreach(rank, it, net, opt, ctx):
+    """clip_grad_norm_(foreach=True) as torch 2.x computes it: one
+    torch._foreach_norm and one torch._foreach_mul_ over the list of
+    .grad tensors."""
+    x, y = mlp_batch(rank, it)
+    opt.zero_grad()
+    loss = F.cross_entropy(net(x), y)
+    lag(rank)
+    loss.backward()
+    grads = [p.grad for p in ctx["model"].parameters()
+             if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    coef = min(0.1 / (total.item() + 1e-6), 1.0)
+    torch._foreach_mul_(grads, coef)
+    opt.step()
+    return total.item()
+
+
+class Sched2x:
+    """An LR schedule that patches optimizer.step as torch 2.x's
+    LRScheduler.__init__ does (patch_track_step_called): a function on the
+    instance, functools.wraps of the class's step, holding it in a closure
+    cell and binding it to the optimizer (held by a weak reference) at
+    each call, after setting optimizer._opt_called. The rate alternates
+    1, 0.1, 1, ... times the initial one."""
+
+    def __init__(self, opt):
+        if not hasattr(opt.step, "_wrapped_by_lr_sched"):
+            ref = weakref.ref(opt)
+            func = opt.step.__func__
+
+            @functools.wraps(func)
+            def wrapper(*args, **kwargs):
+                o = ref()
+                o._opt_called = True
+                return func.__get__(o, o.__class__)(*args, **kwargs)
+
+            wrapper._wrapped_by_lr_sched = True
+            opt.step = wrapper
+        self.opt = opt
+        self.base = [g["lr"] for g in opt.param_groups]
+        self.count = 0
+
+    def step(self):
+        self.count += 1
+        for g, lr in zip(self.opt.param_groups, self.base):
+            g["lr"] = lr * (1.0 if self.count % 2 == 0 else 0.1)
+
+
+def sched_flags(rank, net, model, opt):
+    # the same under DDP: the wrapper stayed, step() went through it, and
+    # GradScaler's signature probe finds no grad_scaler
+    return [float(getattr(opt, "_opt_called", False)),
+            float(hasattr(opt.step, "_wrapped_by_lr_sched")),
+            float("grad_scaler" in inspect.signature(opt.step).parameters)]
+
+
+def step_restore(rank, it, net, opt, ctx):
+    """A checkpoint restored right after step() (rank 1 late, so rank
+    0's step is still pending): the step is that of the state it was
+    taken with, then the state is replaced, as under DDP."""
+    loss = step_late(rank, it, net, opt, ctx)
+    if it == 0:
+        ctx["saved"] = copy.deepcopy(opt.state_dict())
+    elif it == 2:
+        opt.load_state_dict(ctx["saved"])
+    return loss
+
+
+def amp_contract(rank):
+    """What mercury.torch refuses, and that load_state_dict() leaves its
+    step unwrapped (torch 2.x's wrapper would run the step hooks around
+    it too)."""
+    torch.manual_seed(0)
+    m = Mlp()
+    opt = OldContractSGD(m.parameters(), lr=0.05)
+    Sched2x(opt)                                # before distribute()
+    model, opt = mercury.torch.distribute(m, opt, channels=CHANNELS,
+                                          timeout=TIMEOUT)
+    res = {"sig": "grad_scaler" in inspect.signature(opt.step).parameters}
+    x, y = mlp_batch(rank, 0)
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    for name, call in (
+            ("kwarg", lambda: opt.step(grad_scaler=object())),
+            ("attrs", lambda: FakeScaler().step(opt))):
+        try:
+            call()
+            res[name] = None
+        except mercury.torch.MercuryTorchError as e:
+            res[name] = str(e)
+        for k in ("grad_scale", "found_inf"):
+            opt.__dict__.pop(k, None)
+    opt.step()
+    opt.load_state_dict(opt.state_dict())
+    res["bare"] = type(opt).step is mercury.torch._overlap._MercuryOptimizer.step
+    opt.synchronize()
+    opt.close()
+    return res
+
+
 def compare(rank, build, step, iters, ddp_kw=None, sched=None,
             sched_before=False, after=None, ddp_hook=None, mercury_kw=None):
     res = {}
@@ -385,6 +600,19 @@ CASES = {
     "mismatch_channels": lambda r: expect_error(r, build_mlp,
                                                 channels=2 + r,
                                                 timeout=TIMEOUT),
+    "amp_attrs": lambda r: compare(r, build_amp, step_amp, 4),
+    "amp_skip": lambda r: compare(r, build_mlp, step_skip, 6),
+    "amp_contract": amp_contract,
+    "zero_foreach": lambda r: compare(r, build_foreach, step_unused(False),
+                                      6, ddp_kw={"find_unused_parameters":
+                                                 True}),
+    "clip_foreach": lambda r: compare(r, build_mlp, step_clip_foreach, 4),
+    "sched_2x_before": lambda r: compare(r, build_mlp, step_plain, 5,
+                                         sched=Sched2x, sched_before=True,
+                                         after=sched_flags),
+    "sched_2x_after": lambda r: compare(r, build_mlp, step_plain, 5,
+                                        sched=Sched2x, after=sched_flags),
+    "restore": lambda r: compare(r, build_mlp, step_restore, 4),
     "bench_models": bench_models,
     "branch_by_rank": branch_by_rank,
     # Last: rank 1 does not call distribute() at all.

@@ -34,6 +34,7 @@ schedule give the result of a whole-model step.
 """
 import contextlib
 import datetime
+import inspect
 import json
 import math
 import time
@@ -77,6 +78,21 @@ _METADATA = frozenset(("requires_grad_", "detach_", "size", "dim", "stride",
                        "numel", "nelement", "ndimension", "element_size",
                        "is_contiguous", "is_floating_point", "is_complex",
                        "__len__", "get_device"))
+
+
+# What GradScaler.step() puts on an optimizer whose class sets
+# _step_supports_amp_scaling (torch 2.x's fused Adam, AdamW, SGD) for the
+# length of its optimizer.step() call, and deletes when that returns: the
+# optimizer's step reads them to unscale and to skip on an inf.
+_AMP_ATTRS = ("grad_scale", "found_inf")
+
+
+def _takes(fn, name):
+    """Whether fn (followed through functools.wraps) has a parameter name."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 # distribute(compression=...): the type gradients cross the wire in.
@@ -241,6 +257,7 @@ class _Engine:
         self.pending = {}       # id(param) -> _Pending
         self.step_requested = False
         self.hyper = {}         # id(param_group) -> its values at step()
+        self.amp = {}           # _AMP_ATTRS on the optimizer at step()
         self.sync = True        # False inside no_sync()
         self.sync_buffers = True    # broadcast them before next forward
         self.iteration = 0
@@ -435,6 +452,8 @@ class _Engine:
                             "buffer broadcast")
         grad = torch.is_grad_enabled()
         self.sync_buffers = grad and self.sync
+        if self.pending and not self.step_requested:
+            self._keep_unstepped()
         if self.pending:
             if not grad or self.eager is None:
                 # Without autograd a module may read its children's
@@ -494,9 +513,9 @@ class _Engine:
             if pid in self.pending:
                 raise MercuryTorchError(
                     "mercury.torch: the gradient of %r became ready twice "
-                    "without optimizer.step() in between: accumulate "
-                    "micro-batches inside optimizer.no_sync()"
-                    % self.names[pid])
+                    "from one forward: give each backward its own forward "
+                    "(and accumulate micro-batches inside "
+                    "optimizer.no_sync())" % self.names[pid])
             if not self.chan:
                 raise MercuryTorchError("mercury.torch: backward before "
                                         "any forward of the model")
@@ -636,9 +655,23 @@ class _Engine:
                     hyper = {k: v for k, v in group.items() if k != "params"}
                 pairs.append((group, hyper, dict(hyper, params=ps)))
         self.opt.param_groups = [sub for _, _, sub in pairs]
+        # GradScaler's attributes as they were at the step() call (it has
+        # deleted them, or set the next iteration's, since).
+        attrs = vars(self.opt)
+        amp_saved = {k: attrs[k] for k in _AMP_ATTRS if k in attrs}
+        for k in _AMP_ATTRS:
+            if k in self.amp:
+                attrs[k] = self.amp[k]
+            else:
+                attrs.pop(k, None)
         try:
             self.base.step(self.opt)
         finally:
+            for k in _AMP_ATTRS:
+                if k in amp_saved:
+                    attrs[k] = amp_saved[k]
+                else:
+                    attrs.pop(k, None)
             self.opt.param_groups = saved
             # What the step itself wrote into its group (not a value a
             # scheduler has changed since step() was called).
@@ -658,6 +691,20 @@ class _Engine:
     def settle_all(self):
         if self.pending:
             self._settle(list(self.pending.values()), block=True)
+
+    def _keep_unstepped(self):
+        """The gradients of a backward that no step() followed (GradScaler
+        skips the step when a gradient holds an inf; a loop may skip one
+        itself): wait for their all-reduces and leave the reduced
+        gradients in .grad, where DDP leaves them. A later backward
+        accumulates into them, and a later step() applies them as it
+        applies any gradient no all-reduce touched."""
+        entries = list(self.pending.values())
+        self._settle(entries, block=True)       # waits; steps nothing
+        for e in entries:
+            if e.p.grad is e.ph:
+                e.p.grad = e.g
+            del self.pending[id(e.p)]
 
     def materialize(self, e, wait):
         """The tensor to use for the in-flight gradient e (see _InFlight):
@@ -690,6 +737,17 @@ class _Engine:
         if not self.sync:
             raise MercuryTorchError("mercury.torch: step() inside "
                                     "no_sync(): leave it first")
+        attrs = vars(self.opt)
+        amp = {k: _copy_value(attrs[k]) for k in _AMP_ATTRS if k in attrs}
+        if amp and _takes(self.base.step, "grad_scaler"):
+            raise MercuryTorchError(
+                "mercury.torch: %s.step takes grad_scaler=, the contract "
+                "GradScaler has deprecated, which a deferred step cannot "
+                "keep (the scaler has updated its scale by the time the "
+                "step runs); use an optimizer whose step reads the "
+                "grad_scale and found_inf attributes GradScaler sets"
+                % self.base.__name__)
+        self.amp = amp
         self.hyper = {id(g): {k: _copy_value(v) for k, v in g.items()
                               if k != "params"}
                       for g in self.opt.param_groups}
@@ -774,6 +832,8 @@ class _Engine:
 
     @contextlib.contextmanager
     def no_sync(self):
+        if self.pending and not self.step_requested:
+            self._keep_unstepped()
         if self.pending:
             self.settle_all()
         old, self.sync = self.sync, False
@@ -786,10 +846,9 @@ class _Engine:
         """Finish every pending all-reduce and step (end of training,
         before evaluating or saving)."""
         self._verify(block=True)
+        if self.pending and not self.step_requested:
+            self._keep_unstepped()      # a backward no step() followed
         self.settle_all()
-        if self.pending:
-            raise MercuryTorchError(
-                "mercury.torch: gradients are waiting for optimizer.step()")
 
     def close(self):
         """Remove the hooks and close the channels (collective)."""
@@ -883,7 +942,10 @@ def _difference(a, b, r):
 def _route_step(optimizer):
     """A scheduler created before distribute() has put its own step on the
     instance, a wrapper (functools.wraps) around the class's step that it
-    calls on the optimizer: point that wrapper at mercury's step."""
+    calls on the optimizer: point that wrapper at mercury's step. torch
+    1.13's with_counter and 2.x's patch_track_step_called both keep the
+    class's step in a closure cell of the wrapper (and as __wrapped__),
+    and bind it to the optimizer at each call."""
     inst = optimizer.__dict__.get("step")
     if inst is None:
         return None
@@ -909,10 +971,18 @@ class _MercuryOptimizer:
     optimizer object: schedulers created before or after distribute(),
     state_dict() and isinstance() keep working."""
 
-    def step(self, closure=None):
+    def step(self, closure=None, **kwargs):
         if closure is not None:
             raise MercuryTorchError("mercury.torch: step(closure) is not "
                                     "supported (the step is deferred)")
+        if "grad_scaler" in kwargs:
+            raise MercuryTorchError(
+                "mercury.torch: step(grad_scaler=...) is not supported: a "
+                "deferred step would read the scaler after its update(); "
+                "GradScaler passes it only to a step that declares it")
+        if kwargs:
+            raise MercuryTorchError("mercury.torch: step() arguments %s are "
+                                    "not supported" % ", ".join(sorted(kwargs)))
         self._mercury.step()
 
     def no_sync(self):
@@ -927,6 +997,13 @@ class _MercuryOptimizer:
             self._mercury.settle_all()
         return super().state_dict()
 
+    def load_state_dict(self, state_dict):
+        # The pending step belongs to the state it was taken with (as
+        # under DDP, where it has been applied before this call).
+        if self._mercury.step_requested:
+            self._mercury.settle_all()
+        return super().load_state_dict(state_dict)
+
     def synchronize(self):
         self._mercury.synchronize()
 
@@ -937,6 +1014,14 @@ class _MercuryOptimizer:
     def mercury(self):
         return self._mercury
 
+
+# Optimizer.__setstate__ (load_state_dict() calls it, as unpickling does)
+# wraps type(self).step in its profiling wrapper unless that function is
+# marked hooked; in torch 2.x that wrapper also runs the step pre- and
+# post-hooks. mercury's step is left bare: the hooks run around each
+# partial step, where the user's optimizer's own (wrapped) step runs,
+# and never also around step(), whether or not the state was loaded.
+_MercuryOptimizer.step.hooked = True
 
 _classes = {}
 
@@ -972,6 +1057,10 @@ def DistributedOptimizer(optimizer, model, plan=None, channels=8,
     optimizer._mercury = engine
     for c in cells or ():
         c.cell_contents = _MercuryOptimizer.step
+    if cells:
+        # inspect.signature() follows __wrapped__: GradScaler asks the
+        # signature of optimizer.step whether to pass grad_scaler=.
+        optimizer.__dict__["step"].__wrapped__ = _MercuryOptimizer.step
     return optimizer
 
 
