@@ -6,6 +6,8 @@ it runs, and a receiver that counts the bytes it gets in fixed windows.
 
     bulk.py recv --bind ADDR --port P -o FILE [--window 5]
     bulk.py send --to ADDR:P
+    bulk.py echo --bind ADDR --port P -o FILE.ready
+    bulk.py rtt --to ADDR:P [--count 50]
 
 recv listens, writes FILE.ready, accepts one connection and appends to
 FILE one line "START END BYTES" (epoch seconds) per window once the
@@ -14,12 +16,20 @@ connection was accepted. A window in which nothing arrived is written
 with 0 bytes (a starved transfer shows as zeros, not as a gap). The open
 window is dropped at the end (SIGTERM or the sender closing): only
 whole windows are written. send writes zeros until SIGTERM and prints
-the bytes it sent. Standard library only.
+the bytes it sent.
+
+Scenario 2 (the shallow buffer) sizes it from the link's round trip:
+echo answers every byte of one connection with that byte; rtt sends
+COUNT single bytes one at a time (TCP_NODELAY), each after the previous
+answer, and prints "rtt_ms min MIN median MED max MAX n COUNT" (the
+minimum is the idle link's round trip, host and guest wake-ups
+included). Standard library only.
 """
 import argparse
 import os
 import signal
 import socket
+import statistics
 import sys
 import time
 
@@ -133,6 +143,68 @@ def send(a):
     return 0
 
 
+def echo(a):
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((a.bind, a.port))
+    ls.listen(1)
+    with open(a.ready, "w") as f:
+        f.write("%d\n" % os.getpid())
+    ls.settimeout(30)
+    try:
+        conn, _ = ls.accept()
+    except socket.timeout:
+        return 1
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn.settimeout(30)
+    while True:
+        try:
+            b = conn.recv(1)
+        except OSError:
+            break
+        if not b:
+            break
+        conn.sendall(b)
+    conn.close()
+    return 0
+
+
+def rtt_summary(times):
+    """"rtt_ms min MIN median MED max MAX n N" of round trips in seconds."""
+    ms = [t * 1000 for t in times]
+    return "rtt_ms min %.3f median %.3f max %.3f n %d" % (
+        min(ms), statistics.median(ms), max(ms), len(ms))
+
+
+def rtt(a):
+    host, port = a.to.rsplit(":", 1)
+    deadline = time.time() + 30
+    s = None
+    while s is None:
+        try:
+            s = socket.create_connection((host, int(port)), timeout=5)
+        except OSError:
+            if time.time() > deadline:
+                print("bulk.py: cannot connect to %s" % a.to, file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(10)
+    times = []
+    for _ in range(a.count):
+        t0 = time.perf_counter()
+        s.sendall(b"x")
+        if s.recv(1) != b"x":
+            break
+        times.append(time.perf_counter() - t0)
+        time.sleep(0.02)
+    s.close()
+    if not times:
+        return 1
+    print(rtt_summary(times))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -143,8 +215,15 @@ def main():
     r.add_argument("-o", "--output", required=True)
     s = sub.add_parser("send")
     s.add_argument("--to", required=True, metavar="ADDR:PORT")
+    e = sub.add_parser("echo")
+    e.add_argument("--bind", default="0.0.0.0")
+    e.add_argument("--port", type=int, default=5202)
+    e.add_argument("-o", "--ready", required=True)
+    t = sub.add_parser("rtt")
+    t.add_argument("--to", required=True, metavar="ADDR:PORT")
+    t.add_argument("--count", type=int, default=50)
     a = ap.parse_args()
-    return recv(a) if a.cmd == "recv" else send(a)
+    return {"recv": recv, "send": send, "echo": echo, "rtt": rtt}[a.cmd](a)
 
 
 if __name__ == "__main__":

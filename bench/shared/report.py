@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
-"""The table of make bench-shared, scenario 1 of issue 34 (background
+"""The tables of make bench-shared. Scenario 1 of issue 34 (background
 bulk): for every scheme, training it/s alone on the link and beside an
 untagged bulk TCP transfer (a checkpoint upload) over the same egress,
 and the bulk's throughput per 5 s window while the training ran.
+Scenario 2 (shallow shared buffer, torch.env's SCENARIO=shallow):
+training it/s with every scheme holding the same total bytes, sch_mercury
+over each scheme paired per repetition, and the drops per channel
+(report_shallow below).
 
     report.py --out OUTDIR [--quick] [DIR...]
 
@@ -169,6 +173,8 @@ def tc_lines(out, scheme, env):
     """The tc lines of scheme: the guest's record for bench/shared's own
     schemes, the lines of bench/torch/guest.sh for pfifo and prio."""
     p = os.path.join(out, "tc-%s.txt" % scheme)
+    if scheme == "ddp" and not os.path.exists(p):
+        p = os.path.join(out, "tc-fifo.txt")      # stock DDP queues on pfifo
     if os.path.exists(p):
         with open(p) as f:
             return [l.rstrip("\n") for l in f if l.strip()]
@@ -324,6 +330,320 @@ def report(outs, quick=False):
     return text, js
 
 
+# --- scenario 2: shallow shared buffer ---
+SHALLOW_LABEL = {"ddp": "stock DDP, pfifo",
+                 "fifo": "mercury.torch, pfifo",
+                 "prio-last": "prio 16 + u32 DSCP filters",
+                 "ets-strict": "ets 16 strict + u32 filters",
+                 "mercury-share": "sch_mercury, tag dscp",
+                 "mercury": "sch_mercury, untagged first",
+                 "fq": "fq (default bands)"}
+SHALLOW_SCHEMES = ["ddp", "fifo", "prio-last", "ets-strict", "mercury-share", "mercury", "fq"]
+UNTAGGED = 0          # the channel of DSCP 0 (and, in prio's catch-all band, 16..63)
+
+
+def parse_stats(text):
+    """guest.sh's stats: {port: [(what, kind, id, parent, sent_pkts,
+    drops)]} for every qdisc and class (what "qdisc" or "class") of
+    each "== PORT" section, with the counters of its " Sent" line."""
+    res, port, cur = {}, None, None
+    for line in text.split("\n"):
+        w = line.split()
+        if line.startswith("== "):
+            port = line[3:].strip()
+            res[port] = []
+            cur = None
+        elif port is not None and w and w[0] in ("qdisc", "class") and len(w) >= 3:
+            parent = w[w.index("parent") + 1] if "parent" in w[:-1] else "root"
+            cur = [w[0], w[1], w[2], parent]
+        elif cur is not None and len(w) >= 7 and w[0] == "Sent" and w[5] == "(dropped":
+            try:
+                res[port].append(tuple(cur) + (int(w[3]), int(w[6].rstrip(","))))
+            except ValueError:
+                pass
+            cur = None
+    return res
+
+
+def band_map(tc):
+    """The tags of each band of a prio or ets at 10: from its tc lines:
+    ({minor: [tags]}, the catch-all band's minor or None); tags are
+    DSCPs (u32 dsfield matches); the catch-all band holds DSCP 0."""
+    bands, rest = {}, None
+    for line in tc:
+        w = line.split()
+        if "filter" not in w or "parent" not in w or w[w.index("parent") + 1] != "10:" \
+           or "flowid" not in w:
+            continue
+        minor = int(w[w.index("flowid") + 1].split(":")[1], 16)
+        if "dsfield" in w:
+            bands.setdefault(minor, []).append(int(w[w.index("dsfield") + 1]) >> 2)
+        elif " match u32 0 0 " in line:
+            rest = minor
+    return bands, rest
+
+
+def untagged_last(tc):
+    """Whether tc's scheme serves untagged traffic (DSCP 0) after every
+    tag: sch_mercury's "untagged last", or a prio/ets whose catch-all
+    band comes after every tag's."""
+    if any(" mercury " in l for l in tc):
+        return any("untagged last" in l for l in tc)
+    bands, rest = band_map(tc)
+    return rest is not None and bool(bands) and rest > max(bands)
+
+
+def channel_counts(stats, tc):
+    """{port: {channel: {"sent": packets, "drops": packets}}} of one run
+    (stats: parse_stats's), channel = tag = DSCP, 0 untagged; None when
+    the scheme keeps no queue per channel (pfifo, fq). sch_mercury: its
+    classes (minor = tag, ffff the untagged class); prio and ets: each
+    band's child qdisc, the band's tags from band_map (a band of several
+    tags counts as its most urgent one; the catch-all band as untagged)."""
+    merc = any(" mercury " in l for l in tc)
+    bands, rest = band_map(tc)
+    if not merc and not bands:
+        return None
+    res = {}
+    for port, objs in stats.items():
+        ch = res[port] = {}
+        for what, kind, oid, parent, sent, drops in objs:
+            if merc and what == "class" and kind == "mercury":
+                minor = oid.split(":")[1]
+                tag = UNTAGGED if minor == "ffff" else int(minor, 16)
+            elif not merc and what == "qdisc" and parent.startswith("10:"):
+                minor = int(parent.split(":")[1] or "0", 16)
+                if minor in bands:
+                    tag = min(bands[minor])
+                elif minor == rest:
+                    tag = UNTAGGED
+                else:
+                    continue
+            else:
+                continue
+            c = ch.setdefault(tag, {"sent": 0, "drops": 0})
+            c["sent"] += sent
+            c["drops"] += drops
+    return res
+
+
+def urgency(tag, last):
+    """Sort key: the more urgent first (tag 1 first; untagged first or
+    last)."""
+    if tag == UNTAGGED:
+        return float("inf") if last else -1
+    return tag
+
+
+def least_urgent_only(chans, last):
+    """The target's test on one queue's channels ({channel: {"sent",
+    "drops"}}): every channel with drops is less urgent than every
+    channel that carried packets without a drop. True when nothing
+    dropped."""
+    used = {t: c for t, c in chans.items() if c["sent"] + c["drops"] > 0}
+    dropped = [t for t, c in used.items() if c["drops"] > 0]
+    clean = [t for t, c in used.items() if c["drops"] == 0]
+    if not dropped or not clean:
+        return True
+    return min(urgency(t, last) for t in dropped) > max(urgency(t, last) for t in clean)
+
+
+def read_rtt(out):
+    """bulk.py rtt's line in runs/rtt.txt as {"min", "median", "max", "n"}
+    (ms; n a count), or None."""
+    try:
+        with open(os.path.join(out, "runs", "rtt.txt")) as f:
+            w = f.read().split()
+        i = w.index("rtt_ms")
+        return {k: float(w[w.index(k, i) + 1]) for k in ("min", "median", "max", "n")}
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def limits_summary(tc):
+    """How a scheme's tc lines split the buffer: "pfifo limit 85",
+    "16 x pfifo limit 9", ... (every qdisc line below the root that
+    sets a limit, identical ones counted)."""
+    seen = []
+    for line in tc:
+        w = line.split()
+        if "qdisc" not in w or "root" in w or "limit" not in w:
+            continue
+        kind = w[w.index("limit") - 1] if w[w.index("limit") - 1] in ("pfifo", "bfifo") else None
+        if kind is None:
+            for k in ("mercury", "fq", "pfifo", "bfifo", "prio", "ets"):
+                if k in w:
+                    kind = k
+                    break
+        item = kind + " " + " ".join(w[w.index("limit"):])
+        for e in seen:
+            if e[0] == item:
+                e[1] += 1
+                break
+        else:
+            seen.append([item, 1])
+    return ", ".join(("%d x %s" % (n, i)) if n > 1 else i for i, n in seen)
+
+
+def fmt_channels(tot, last):
+    """"1:0 2:0 ... u:12" (drops per channel, most urgent first; channels
+    that carried nothing left out)."""
+    return " ".join("%s:%d" % ("u" if t == UNTAGGED else t, tot[t]["drops"])
+                    for t in sorted(tot, key=lambda t: urgency(t, last))
+                    if tot[t]["sent"] + tot[t]["drops"] > 0)
+
+
+def fmt_spread(xs):
+    """"median (min-max)" of the known values of xs, "-" without any."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    if len(xs) == 1:
+        return "%d" % xs[0]
+    return "%g (%d-%d)" % (statistics.median(xs), min(xs), max(xs))
+
+
+def report_shallow(outs, quick=False):
+    out = outs[0]
+    env = torch_report.read_env(out)
+    rate = env.get("RATE", "?")
+    bps = torch_report.rate_bytes(rate)
+    mtu = int(env.get("MTU", "1500"))
+    nbytes = int(env.get("BYTES", "0"))
+    chans = int(env.get("CHANNELS", "8"))
+    runs = torch_report.load_runs(outs, rate)
+    reqs = [index_reqs(o) for o in outs]
+    text, js = [], {"scenario": "shallow", "rate": rate, "bytes": nbytes, "channels": chans,
+                    "quick": quick, "models": {}}
+    if quick or env.get("QUICK") == "1":
+        js["quick"] = True
+        text.append("PREVIEW (BS_QUICK=1: a plumbing check, not a result)")
+    rtts = [read_rtt(o) for o in outs]
+    js["rtt_ms"] = rtts
+    text.append("bench-shared, scenario 2 (shallow shared buffer): link %s, every scheme "
+                "%d bytes = %d frames of %d B; ratios sch_mercury / scheme: median with 95%% "
+                "bootstrap interval (%d resamples, seed %d), paired per repetition" % (
+                    rate, nbytes, nbytes // (mtu + 14), mtu + 14,
+                    torch_report.BOOT_RESAMPLES, torch_report.BOOT_SEED))
+    have = [r for r in rtts if r]
+    if have and bps:
+        lo = min(r["min"] for r in have)
+        text.append("the idle link's round trip (bulk.py rtt, per boot): %s ms min/median; "
+                    "BDP at the smallest %.0f bytes; %d channels x 10 initial-window frames "
+                    "%d bytes" % (", ".join("%.2f/%.2f" % (r["min"], r["median"]) for r in have),
+                                  bps * lo / 1000, chans, chans * 10 * (mtu + 14)))
+    for k, o in enumerate(outs):
+        try:
+            with open(os.path.join(o, "hostload.txt")) as f:
+                text.append("host%s: " % (" (boot %d)" % (k + 1) if len(outs) > 1 else "") +
+                            " | ".join(l.strip().replace("bench-torch: ", "") for l in f
+                                       if "load" in l))
+        except OSError:
+            pass
+    for model in sorted(runs):
+        sch = runs[model]
+        names = [s for s in SHALLOW_SCHEMES if s in sch] + sorted(
+            s for s in sch if s not in SHALLOW_SCHEMES)
+        mj = js["models"][model] = {}
+        text.append("")
+        text.append("%s:" % model)
+        text.append("  %-30s %-9s %-38s %-18s %-13s %-5s %s" % (
+            "scheme", "it/s", "sch_mercury / this", "drops/run", "RTOs/run", "taps",
+            "drops per channel, all runs and ports (most urgent first; u untagged)"))
+        text.append("  %-30s %-9s %-38s %-18s %-13s %-5s" % (
+            "", "median", "median [95% interval] n", "median (min-max)", "median (min-max)",
+            "all"))
+        for s in names:
+            tc = tc_lines(out, s, env)
+            last = untagged_last(tc)
+            ok = [torch_report.run_ips(r) for r in sch[s] if r["ok"]]
+            vs = None
+            if s != TARGET:
+                vs = torch_report.bootstrap(torch_report.paired_ratios(sch, TARGET, s))
+            drops, tapd, tot, queues, per_run, rtos, missed = [], [], {}, [], [], [], []
+            for r in sch[s]:
+                tag = "%s.%s.%d" % (model, s, r["rep"])
+                o = outs[r["boot"]]
+                drops.append(r["net"].get("drops"))
+                rtos.append(r["net"].get("rto"))
+                tapd.append(tap_drops(o, tag))
+                req = reqs[r["boot"]].get(tag)
+                cc = None
+                if req is not None:
+                    try:
+                        with open(os.path.join(o, "stats.%d" % req)) as f:
+                            cc = channel_counts(parse_stats(f.read()), tc)
+                    except OSError:
+                        cc = None
+                per_run.append(cc)
+                for port, ch in sorted((cc or {}).items()):
+                    queues.append(least_urgent_only(ch, last))
+                    if not queues[-1]:
+                        missed.append("boot %d run %d %s: drops on %s; none on %s" % (
+                            r["boot"] + 1, r["rep"], port,
+                            fmt_channels({t: c for t, c in ch.items() if c["drops"]}, last),
+                            " ".join("u" if t == UNTAGGED else str(t) for t in sorted(
+                                (t for t, c in ch.items() if c["sent"] and not c["drops"]),
+                                key=lambda t: urgency(t, last)))))
+                    for t, c in ch.items():
+                        e = tot.setdefault(t, {"sent": 0, "drops": 0})
+                        e["sent"] += c["sent"]
+                        e["drops"] += c["drops"]
+            row = {"ips": ok, "runs": len(sch[s]), "vs_target": vs, "drops": drops,
+                   "rto": rtos, "missed": missed,
+                   "tap_drops": tapd, "channels": per_run, "channel_totals": tot,
+                   "untagged_last": last, "least_urgent_only": queues,
+                   "limits": limits_summary(tc), "tc": tc}
+            mj[s] = row
+            ips = "%.3f" % statistics.median(ok) if ok else "-"
+            if len(ok) < len(sch[s]):
+                ips += " %d/%d" % (len(ok), len(sch[s]))
+            text.append("  %-30s %-9s %-38s %-18s %-13s %-5s %s" % (
+                SHALLOW_LABEL.get(s, s), ips, fmt_ci(vs) if s != TARGET else "",
+                fmt_spread(drops), fmt_spread(rtos),
+                "%d" % sum(d for d in tapd if d is not None)
+                if any(d is not None for d in tapd) else "-",
+                fmt_channels(tot, last) if tot else "total only"))
+        text.append("")
+        text.append("  buffer split (%d bytes):" % nbytes)
+        for s in names:
+            text.append("    %-28s %s" % (SHALLOW_LABEL.get(s, s), mj[s]["limits"]))
+        t = mj.get(TARGET)
+        if t:
+            q = t["least_urgent_only"]
+            ok_drop = bool(q) and all(q)
+            others = {s: r["vs_target"] for s, r in mj.items() if s != TARGET}
+            beats = {s: ci is not None and ci["lo"] is not None and ci["lo"] > 1.0
+                     for s, ci in others.items()}
+            ok_ips = bool(beats) and all(beats.values())
+            mj["targets"] = {"least_urgent_only": ok_drop, "beats_all": ok_ips}
+            text.append("")
+            text.append("  targets (%s):" % TARGET)
+            text.append("    drops only on the least urgent channels (in each run's queue on "
+                        "each port, every channel with drops less urgent than every channel "
+                        "that sent without a drop): %s (%d of %d queues)" % (
+                            "met" if ok_drop else "NOT met", sum(q), len(q)))
+            for m in t["missed"]:
+                text.append("      not in %s" % m)
+            text.append("    its it/s beats every other scheme's (sch_mercury / scheme, "
+                        "interval above 1.0): %s%s" % (
+                            "met" if ok_ips else "NOT met",
+                            "" if ok_ips else " (not above 1.0: %s)" % ", ".join(
+                                "%s %s" % (s, fmt_ci(others[s])) for s in others
+                                if not beats[s])))
+    text.append("")
+    text.append("tc lines (DEV: the guest's egress port; every port alike):")
+    seen = set()
+    for m in js["models"].values():
+        for s, row in m.items():
+            if s in seen or not isinstance(row, dict) or "tc" not in row:
+                continue
+            seen.add(s)
+            text.append("  %s:" % s)
+            text.extend("    " + l for l in row["tc"])
+    return text, js
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -338,7 +658,10 @@ def main():
             if os.path.exists(os.path.join(d, "runs", "index"))]
     if not dirs:
         sys.exit("report.py: no runs/index under %s" % " ".join([a.out] + a.dirs))
-    text, js = report(dirs, a.quick)
+    if torch_report.read_env(dirs[0]).get("SCENARIO") == "shallow":
+        text, js = report_shallow(dirs, a.quick)
+    else:
+        text, js = report(dirs, a.quick)
     print("\n".join(text))
     with open(os.path.join(a.out, "bench-shared.txt"), "w") as f:
         f.write("\n".join(text) + "\n")

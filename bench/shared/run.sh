@@ -1,28 +1,51 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 #
-# make bench-shared: issue 34's scenario 1, background bulk. The training
+# make bench-shared: issue 34's shared-NIC scenarios, on the training
 # job of bench/torch (2 host ranks in network namespaces, the link in the
-# guest) under each scheme, alone and then beside an untagged bulk TCP
-# transfer (a checkpoint upload, bench/shared/bulk.py) from rank 0's
-# namespace to rank 1's over the same guest egress. This script only
-# chooses the scenario's settings; bench/torch/run.sh (its BT_BULK block)
-# and bench/torch/guest.sh (its BT_BULK schemes) run it, and
-# bench/shared/report.py prints the table.
+# guest). This script only chooses each scenario's settings;
+# bench/torch/run.sh (its BT_BULK blocks) and bench/torch/guest.sh (its
+# BT_BULK schemes, shared_scheme) run it, and bench/shared/report.py
+# prints one table per scenario.
+#
+#   bulk     scenario 1, background bulk (the default): under each
+#            scheme, training alone and then beside an untagged bulk TCP
+#            transfer (a checkpoint upload, bench/shared/bulk.py) from
+#            rank 0's namespace to rank 1's over the same guest egress.
+#   shallow  scenario 2, shallow shared buffer: training alone (no bulk)
+#            while every scheme holds the same total bytes, BS_BYTES
+#            (default: one bandwidth-delay product of the link at
+#            BS_RTT_MS plus the initial windows, 10 frames each, of
+#            mercury.torch's BT_CHANNELS (8) channels: 124870 bytes at
+#            30 Mbit/s and 1 ms, the idle round trip measured here);
+#            pfifo, sch_mercury: one limit of that many frames; prio and
+#            ets: split equally over the bands the job uses (its channels
+#            and the untagged band); fq: a third on each of its 3 bands.
+#            The ranks send, and the guest queues, single frames (no
+#            GSO/GRO aggregates), so packet limits are byte limits. Drops
+#            are counted per channel (DSCP = tag = channel). Its own
+#            schemes and output directory (OUTDIR/shallow). Run time on
+#            this 2-core host (load 1-3.5): about 95 s a repetition of
+#            its 6 schemes and 1.5 min a boot; BS_BOOTS=3 BS_REPEAT=6
+#            took 29 minutes.
 #
 #   bench/shared/run.sh [-o OUTDIR]    (default OUTDIR: out/bench-shared)
+#   BS_SCENARIO="bulk shallow" bench/shared/run.sh    both, one after the other
 #   BS_QUICK=1 bench/shared/run.sh     every scheme once: a plumbing check
 #
-# Settings (environment): BS_SCHEMES (default "ddp fifo prio prio-last
-# ets-strict ets-quanta mercury-share fq"; "mercury", sch_mercury untagged
-# first, also runs), BS_SHARE (10: sch_mercury's untagged_share and
-# ets-quanta's split, in %), BS_MODELS (tiny), BS_TINY_SIZE / BS_TINY_BATCH,
-# BS_ITERS, BS_REPEAT (3), BS_RATE (30mbit), BS_TRAIN_TIMEOUT (seconds of
-# training beside the bulk before a starved job is stopped, counted from
-# its first barrier: 60; 45 quick), BS_RUN_TIMEOUT (seconds any run may
-# take, start-up included: 300), BS_DEADLINE (a date: no repetition starts
-# that would end after it); any other BT_ setting of bench/torch/run.sh
-# passes through.
+# Settings (environment): BS_SCENARIO ("bulk"; "shallow"; or both),
+# BS_SCHEMES (bulk: "ddp fifo prio prio-last ets-strict ets-quanta
+# mercury-share fq", "mercury", sch_mercury untagged first, also runs;
+# shallow: "ddp fifo prio-last ets-strict mercury-share fq"), BS_SHARE
+# (sch_mercury's untagged_share and ets-quanta's split, in %: 10 in bulk,
+# 0 (none) in shallow), BS_BYTES and BS_RTT_MS (shallow), BS_MODELS
+# (tiny), BS_TINY_SIZE / BS_TINY_BATCH, BS_ITERS, BS_REPEAT (3), BS_BOOTS
+# (1), BS_RATE (30mbit), BS_TRAIN_TIMEOUT (seconds of training beside
+# the bulk before a starved job is stopped, counted from its first
+# barrier: 60; 45 quick), BS_RUN_TIMEOUT (seconds any run may take,
+# start-up included: 300), BS_DEADLINE (a date: no repetition or boot
+# starts that would end after it); any other BT_ setting of
+# bench/torch/run.sh passes through.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/out/bench-shared
@@ -34,9 +57,39 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-export BT_BULK=1
-export BT_SHARE=${BS_SHARE:-10}
-export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio prio-last ets-strict ets-quanta mercury-share fq}
+scenarios=${BS_SCENARIO:-bulk}
+for sc in $scenarios; do
+	case $sc in bulk|shallow) ;; *) echo "bench-shared: unknown scenario $sc (bulk, shallow)" >&2; exit 2 ;; esac
+done
+if [ "$(echo $scenarios | wc -w)" -gt 1 ]; then
+	rc=0
+	for sc in $scenarios; do
+		BS_SCENARIO=$sc "$0" -o "$out" || rc=1
+	done
+	exit $rc
+fi
+export BT_BULK=1 BT_SCENARIO=$scenarios
+[ "$scenarios" = bulk ] || out=$out/$scenarios
+if [ "$scenarios" = shallow ]; then
+	export BT_SHARE=${BS_SHARE:-0}
+	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio-last ets-strict mercury-share fq}
+	# one bandwidth-delay product (the idle link's round trip, measured:
+	# runs/rtt.txt, in the report) plus every channel's initial window
+	# (10 frames of MTU + 14 bytes)
+	frame=$(( ${BT_MTU:-1500} + 14 )) ch=${BT_CHANNELS:-8} rtt=${BS_RTT_MS:-1}
+	bdp=$(awk -v r="${BS_RATE:-30mbit}" -v t="$rtt" 'BEGIN {
+		m = r ~ /gbit$/ ? 1e9 : r ~ /mbit$/ ? 1e6 : r ~ /kbit$/ ? 1e3 : 1
+		sub(/[a-z]+$/, "", r); printf "%d", r * m / 8 * t / 1000 }')
+	export BT_BYTES=${BS_BYTES:-$(( bdp + ch * 10 * frame ))}
+	n=$(( BT_BYTES / frame ))
+	echo "bench-shared: shallow buffer $BT_BYTES bytes (BDP $bdp at ${rtt} ms + $ch channels x 10 x $frame):" \
+		"$n frames; pfifo limit $n, sch_mercury limit $n, fq limit $(( n / 3 )) per band (3 bands, Linux 6.7+; else $n);" \
+		"prio and ets: $(( n / (ch + 1) )) on each of 16 bands ($((ch + 1)) used: untagged and $ch channels)"
+else
+	export BT_SHARE=${BS_SHARE:-10}
+	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio prio-last ets-strict ets-quanta mercury-share fq}
+fi
+[ -n "${BS_BOOTS:-}" ] && export BT_BOOTS=$BS_BOOTS
 export BT_MODELS=${BS_MODELS:-tiny}
 export BT_RATE=${BS_RATE:-30mbit}
 if [ "${BS_QUICK:-0}" = 1 ]; then
@@ -53,7 +106,7 @@ else
 fi
 export BT_RUN_TIMEOUT=${BS_RUN_TIMEOUT:-300}
 [ -n "${BS_DEADLINE:-}" ] && export BT_DEADLINE=$BS_DEADLINE
-echo "bench-shared: schemes $BT_SCHEMES; untagged_share $BT_SHARE; $BT_MODELS" \
+echo "bench-shared: scenario $BT_SCENARIO; schemes $BT_SCHEMES; untagged_share $BT_SHARE; $BT_MODELS" \
 	"(${BT_TINY_SIZE} px, batch ${BT_TINY_BATCH}), $BT_ITERS iterations, $BT_REPEAT repetition(s)," \
-	"link $BT_RATE, training stopped after ${BT_BULK_TIMEOUT}s beside the bulk"
+	"link $BT_RATE$([ "$BT_SCENARIO" = bulk ] && echo ", training stopped after ${BT_BULK_TIMEOUT}s beside the bulk")"
 exec "$top/bench/torch/run.sh" -o "$out"

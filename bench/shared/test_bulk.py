@@ -3,9 +3,11 @@
 """TAP test of bench/shared: bulk.py's window accounting (bytes per 5 s
 window, empty windows written, the open one never), and report.py's
 choice of windows, shares of the link and verdict on a hand-made run
-directory. The benchmark itself (a guest boot) stays out of make test."""
+directory; for scenario 2 (shallow buffer) its reading of the guest's
+counters per channel, the "least urgent only" test and its table. The benchmark itself (a guest boot) stays out of make test."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -149,6 +151,167 @@ try:
     check("the table prints the scheme's tc lines and the verdict",
           "untagged_share 10" in p.stdout and "targets (mercury-share)" in p.stdout and
           "sch_mercury, untagged last, share" in p.stdout, p.stdout)
+finally:
+    shutil.rmtree(tmp)
+
+# --- scenario 2 (shallow buffer): the guest's counters per channel ---
+STATS_MERCURY = """== eth0
+qdisc tbf 1: root refcnt 2 rate 30Mbit burst 14996b lat 26.7s
+ Sent 2029691 bytes 29593 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+qdisc mercury 10: parent 1:1 tag dscp untagged last limit 85
+ Sent 2029691 bytes 29593 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+  flows 0 levels_active 0 untagged_bytes 0 share_forced 0
+class tbf 1:1 parent 1: leaf 10:
+ Sent 2029691 bytes 29593 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+class mercury 10:1 parent 10:
+ Sent 4000 bytes 40 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+  tag 1 flows 0
+2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc tbf state UP mode DEFAULT
+    RX:  bytes packets errors dropped  missed   mcast
+    1000 10 0 3 0 0
+== eth1
+qdisc tbf 1: root refcnt 2 rate 30Mbit burst 14996b lat 26.7s
+ Sent 900 bytes 9 pkt (dropped %(total)d, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+class mercury 10:1 parent 10:
+ Sent 400 bytes 4 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+  tag 1 flows 0
+class mercury 10:2 parent 10:
+ Sent 400 bytes 4 pkt (dropped 0, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+  tag 2 flows 0
+class mercury 10:8 parent 10:
+ Sent 100 bytes 1 pkt (dropped %(d8)d, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+  tag 8 flows 0
+class mercury 10:ffff parent 10:
+ Sent 0 bytes 0 pkt (dropped %(du)d, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+  tag 0 flows 0
+"""
+st = report.parse_stats(STATS_MERCURY % {"total": 7, "d8": 5, "du": 2})
+check("parse_stats: each port's qdiscs and classes with sent packets and drops",
+      sorted(st) == ["eth0", "eth1"] and
+      ("class", "mercury", "10:8", "10:", 1, 5) in st["eth1"] and
+      ("qdisc", "tbf", "1:", "root", 9, 7) in st["eth1"] and
+      not any(o[1] == "eth0:" for o in st["eth0"]), st)
+MERC_TC = ["tc qdisc add dev DEV root handle 1: tbf rate 30mbit burst 15000 limit 100000000",
+           "tc qdisc add dev DEV parent 1:1 handle 10: mercury tag dscp untagged last limit 85 "
+           "memory_limit 33554432"]
+cc = report.channel_counts(st, MERC_TC)
+check("sch_mercury: class minor = tag, ffff the untagged class (channel 0)",
+      cc["eth1"] == {1: {"sent": 4, "drops": 0}, 2: {"sent": 4, "drops": 0},
+                     8: {"sent": 1, "drops": 5}, 0: {"sent": 0, "drops": 2}} and
+      cc["eth0"] == {1: {"sent": 40, "drops": 0}}, cc)
+PRIO_TC = ["tc qdisc add dev DEV root handle 1: tbf rate 30mbit burst 15000 limit 100000000",
+           "tc qdisc add dev DEV parent 1:1 handle 10: prio bands 16 priomap " + " ".join(["15"] * 16)] + [
+    "tc filter add dev DEV parent 10: protocol ip prio 1 u32 match ip dsfield %d 0xfc flowid 10:%x"
+    % (b << 2, b) for b in range(1, 16)] + [
+    "tc filter add dev DEV parent 10: protocol ip prio 2 u32 match u32 0 0 flowid 10:10"] + [
+    "tc qdisc add dev DEV parent 10:%x pfifo limit 9" % b for b in range(1, 17)]
+check("band_map: tag t in band 10:t, the catch-all band 10:10",
+      report.band_map(PRIO_TC) == ({b: [b] for b in range(1, 16)}, 16), report.band_map(PRIO_TC))
+check("untagged last: sch_mercury's option, prio's catch-all band after the tags",
+      report.untagged_last(MERC_TC) and report.untagged_last(PRIO_TC) and
+      not report.untagged_last(MERC_TC[:1] + ["tc qdisc add dev DEV parent 1:1 handle 10: "
+                                               "mercury tag dscp limit 85"]))
+STATS_PRIO = "== eth1\n" + "".join(
+    "qdisc pfifo 80%02x: parent 10:%x limit 9p\n Sent %d bytes %d pkt (dropped %d, overlimits 0 "
+    "requeues 0)\n backlog 0b 0p requeues 0\n" % (b, b, 100 * n, n, d)
+    for b, n, d in ((1, 10, 0), (2, 10, 4), (3, 10, 0), (0x10, 3, 0), (5, 0, 0)))
+cp = report.channel_counts(report.parse_stats(STATS_PRIO), PRIO_TC)
+check("prio: each band's child qdisc is its tag's channel, the catch-all untagged",
+      cp == {"eth1": {1: {"sent": 10, "drops": 0}, 2: {"sent": 10, "drops": 4},
+                      3: {"sent": 10, "drops": 0}, 0: {"sent": 3, "drops": 0},
+                      5: {"sent": 0, "drops": 0}}}, cp)
+check("pfifo and fq: no per-channel counts",
+      report.channel_counts(st, MERC_TC[:1] + ["tc qdisc add dev DEV parent 1:1 handle 10: "
+                                                "pfifo limit 85"]) is None)
+check("least urgent only: drops on 8 and untagged (last) with 1, 2 clean",
+      report.least_urgent_only(cc["eth1"], True))
+check("... but not with untagged first (untagged more urgent than 1, 2)",
+      not report.least_urgent_only(cc["eth1"], False))
+check("... nor prio's drops on 2 with 3 clean; an unused channel does not count",
+      not report.least_urgent_only(cp["eth1"], True) and
+      report.least_urgent_only({1: {"sent": 5, "drops": 0}, 3: {"sent": 5, "drops": 2},
+                                2: {"sent": 0, "drops": 0}}, True))
+check("limits_summary: identical bands counted",
+      report.limits_summary(PRIO_TC) == "16 x pfifo limit 9" and
+      report.limits_summary(MERC_TC) == "mercury limit 85 memory_limit 33554432",
+      report.limits_summary(PRIO_TC))
+
+# --- scenario 2's table on a hand-made run: sch_mercury 2.0 it/s, prio
+# 1.6 1.6 1.7 (ratios 1.25 1.25 1.18), stock DDP on pfifo 2.0 2.1 1.9 ---
+tmp = tempfile.mkdtemp()
+try:
+    runs = os.path.join(tmp, "runs")
+    os.makedirs(runs)
+    with open(os.path.join(tmp, "torch.env"), "w") as f:
+        f.write('RATE=30mbit\nMTU=1500\nQUICK=0\nSCENARIO=shallow\nBYTES=128620\nCHANNELS=8\n'
+                'SCHEMES="ddp prio-last mercury-share"\nITERS=100\n')
+    for name, lines in (("mercury-share", MERC_TC), ("prio-last", PRIO_TC),
+                        ("fifo", MERC_TC[:1] + ["tc qdisc add dev DEV parent 1:1 handle 10: "
+                                                "pfifo limit 84"])):
+        with open(os.path.join(tmp, "tc-%s.txt" % name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    with open(os.path.join(runs, "rtt.txt"), "w") as f:
+        f.write("rtt_ms min 1.500 median 2.000 max 9.000 n 50\n")
+    idx, req = [], 0
+    for rep in (1, 2, 3):
+        for sch, ips, stats in (
+                ("ddp", (2.0, 2.1, 1.9)[rep - 1], "== eth1\nqdisc tbf 1: root\n Sent 1 bytes 1 pkt "
+                 "(dropped 30, overlimits 0 requeues 0)\n"),
+                ("prio-last", (1.6, 1.6, 1.7)[rep - 1], STATS_PRIO),
+                ("mercury-share", 2.0, STATS_MERCURY % {"total": 7, "d8": 5, "du": 2})):
+            tag = "tiny.%s.%d" % (sch, rep)
+            idx.append("%s %d" % (tag, req + 1))
+            with open(os.path.join(tmp, "stats.%d" % req), "w") as f:
+                f.write(stats)
+            req += 1
+            for r in (0, 1):
+                with open(os.path.join(runs, "%s.r%d.json" % (tag, r)), "w") as f:
+                    json.dump(rank_rec(ips), f)
+            with open(os.path.join(runs, tag + ".tapdrops"), "w") as f:
+                f.write("0\n0\n1\n0\n")
+    with open(os.path.join(runs, "index"), "w") as f:
+        f.write("\n".join(idx) + "\n")
+    p = subprocess.run([sys.executable, os.path.join(here, "report.py"), "--out", tmp],
+                       capture_output=True, text=True)
+    check("report.py prints scenario 2's table (SCENARIO=shallow)",
+          p.returncode == 0 and "scenario 2 (shallow shared buffer)" in p.stdout, p.stdout + p.stderr)
+    with open(os.path.join(tmp, "bench-shared.json")) as f:
+        m = json.load(f)["models"]["tiny"]
+    pr = m["prio-last"]["vs_target"]
+    check("sch_mercury / prio paired per repetition: median 1.25",
+          abs(pr["median"] - 1.25) < 1e-9 and pr["n"] == 3, pr)
+    check("sch_mercury / stock DDP: 1.0, so no difference",
+          abs(m["ddp"]["vs_target"]["median"] - 1.0) < 1e-9 and "no difference" in p.stdout,
+          p.stdout)
+    check("drops per channel over runs and ports, most urgent first, untagged last",
+          "1:0 2:0 8:15 u:6" in p.stdout and "1:0 2:12 3:0 u:0" in p.stdout, p.stdout)
+    check("stock DDP on pfifo: drops per run (median, min-max), the taps' sum, a total only",
+          re.search(r"stock DDP, pfifo .* 30 \(30-30\) +- +3 +total only", p.stdout), p.stdout)
+    check("targets: drops least urgent only met (6 queues), beats every scheme NOT met (DDP)",
+          m["targets"] == {"least_urgent_only": True, "beats_all": False} and
+          "met (6 of 6 queues)" in p.stdout and "NOT met (not above 1.0: ddp" in p.stdout,
+          p.stdout)
+    with open(os.path.join(tmp, "stats.2"), "w") as f:      # run 1 of sch_mercury: 2 drops on 1
+        f.write(STATS_MERCURY.replace("10:1 parent 10:\n Sent 400 bytes 4 pkt (dropped 0",
+                                      "10:1 parent 10:\n Sent 400 bytes 4 pkt (dropped 2")
+                % {"total": 9, "d8": 5, "du": 2})
+    p3 = subprocess.run([sys.executable, os.path.join(here, "report.py"), "--out", tmp],
+                        capture_output=True, text=True)
+    check("a queue whose most urgent channel dropped while 2 did not misses the target, named",
+          "NOT met (5 of 6 queues)" in p3.stdout and
+          "not in boot 1 run 1 eth1: drops on 1:2 8:5 u:2; none on 2" in p3.stdout, p3.stdout)
+    check("the buffer's split and the round trip are printed",
+          "16 x pfifo limit 9" in p.stdout and "pfifo limit 84" in p.stdout and
+          "1.50/2.00" in p.stdout and "BDP at the smallest 5625 bytes" in p.stdout, p.stdout)
 finally:
     shutil.rmtree(tmp)
 

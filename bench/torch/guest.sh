@@ -20,6 +20,33 @@ PORTS=${PORTS:-2}
 RATE=${RATE:-100mbit}
 MTU=${MTU:-1500}
 LIMIT=${LIMIT:-2000}		# packets of every scheme's queue (prio: per band)
+# --- BT_BULK, scenario 2 (shallow shared buffer): BYTES, every scheme's
+# whole buffer in bytes of full-size frames (MTU + 14), set by
+# bench/shared/run.sh. Each scheme turns it into its own limits:
+# LIMIT = BYTES / (MTU + 14) packets for the one queue of pfifo and of
+# sch_mercury (its limit; memory_limit stays large enough that the count
+# binds) and fq (per band: below); prio and ets split it equally over
+# the bands the job uses (tags 1..CHANNELS and the untagged band:
+# BAND_LIMIT each), every band given that same limit (the idle ones hold
+# nothing). Packets are frames here: run.sh sets the
+# ranks' taps' gso_max_size to one frame (their TCP sends no GSO
+# aggregate) and GRO is off on the ports below (it merges none), so
+# that a queued skb is one frame, as in a switch's buffer.
+BYTES=${BYTES:-}
+CHANNELS=${CHANNELS:-8}
+# fq (Linux 6.7+) counts its limit per band, and the job's DSCPs reach
+# all 3 of its default bands (a forwarded packet's priority comes from
+# its TOS bits), so its limit and flow_limit are LIMIT / 3 there.
+if [ -n "$BYTES" ]; then
+	LIMIT=$(( BYTES / (MTU + 14) ))
+	BAND_LIMIT=$(( LIMIT / (CHANNELS + 1) ))
+	FQ_LIMIT=$LIMIT
+	IFS=. read -r kmaj kmin _ < /proc/sys/kernel/osrelease
+	[ $(( kmaj * 100 + ${kmin%%[!0-9]*} )) -ge 607 ] && FQ_LIMIT=$(( LIMIT / 3 ))
+fi
+BAND_LIMIT=${BAND_LIMIT:-$LIMIT}
+FQ_LIMIT=${FQ_LIMIT:-$LIMIT}
+# --- end BT_BULK ---
 # sch_mercury's bytes of truesize: its default (32 MB), or per packet of
 # LIMIT 8 KB or twice the MTU if more (a forwarded skb's truesize is up
 # to a few pages), so that a full queue drops by count, as pfifo does
@@ -37,6 +64,21 @@ SHARE=${SHARE:-10}		# sch_mercury's untagged_share, ets-quanta's split
 # --- end BT_BULK ---
 mercury_load
 
+# --- BT_BULK, scenario 2: gro_off D, ethtool -K D gro off (the guest has
+# no ethtool: its ioctl, ETHTOOL_SGRO); prints "gro 0" read back ---
+gro_off() {
+	python3 - "$1" <<-'EOT'
+		import ctypes, fcntl, socket, struct, sys
+		val = ctypes.create_string_buffer(struct.pack("II", 0x2c, 0))   # ETHTOOL_SGRO, off
+		req = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(val)).ljust(40, b"\0")
+		fcntl.ioctl(socket.socket(), 0x8946, req)                       # SIOCETHTOOL
+		val.raw = struct.pack("II", 0x2b, 9)                            # ETHTOOL_GGRO
+		fcntl.ioctl(socket.socket(), 0x8946, req)
+		print("gro %d" % struct.unpack("II", val.raw[:8])[1])
+		EOT
+}
+# --- end BT_BULK ---
+
 # The ports: every net device but lo, in probe order (PCI order = the
 # order of vm-run.sh's -n options).
 ports=()
@@ -50,6 +92,12 @@ for i in $(seq 0 $((PORTS - 1))); do
 	d=${ports[$i]}
 	$IP link set "$d" mtu "$MTU" up
 	$IP addr add "10.77.$((i + 1)).1/24" dev "$d"
+	# --- BT_BULK, scenario 2: no received frames merged into one skb ---
+	if [ -n "$BYTES" ]; then
+		g=$(gro_off "$d") || { echo "not ok 1 cannot turn GRO off on $d"; exit 1; }
+		log "port $i: $g (ethtool -K $d gro off)"
+	fi
+	# --- end BT_BULK ---
 	log "port $i: $d $(cat /sys/class/net/$d/address) 10.77.$((i + 1)).1/24"
 done
 sysctl -qw net.ipv4.ip_forward=1
@@ -87,12 +135,24 @@ sysctl -qw net.ipv4.ip_forward=1
 #   fq            fq, deep as the others (limit and flow_limit LIMIT);
 #                 its 3 priority bands (Linux 6.7+) keep their defaults:
 #                 iproute2 6.1's tc cannot set priomap or weights
+#   With BYTES (scenario 2) every limit above comes from it (see BYTES);
+#   SHARE 0 leaves untagged_share out of sch_mercury's line.
 tcx() {
 	[ "$tcx_log" = /dev/null ] || echo "tc $*" | sed "s/ dev $tcx_dev / dev DEV /" >> "$tcx_log"
 	$TC "$@"
 }
+# tcx_start SCHEME D: log what tcx runs on D to $OUT/tc-SCHEME.txt if D
+# is the last port, after the root tbf's line
+tcx_start() {
+	tcx_dev=$2 tcx_log=/dev/null
+	if [ "$2" = "${ports[$((PORTS - 1))]}" ]; then
+		tcx_log=$OUT/tc-$1.txt
+		echo "tc qdisc add dev DEV root handle 1: tbf rate $RATE burst $BURST limit 100000000" > "$tcx_log"
+	fi
+}
 # prio16 D HANDLE: prio 16 bands at HANDLE (already added's filters and
-# children): tag t to band t-1, everything else to band 15, pfifo LIMIT each
+# children): tag t to band t-1, everything else to band 15, pfifo
+# BAND_LIMIT each
 prio16_filters() {
 	local d=$1 h=$2 b
 	for b in $(seq 1 15); do
@@ -101,18 +161,14 @@ prio16_filters() {
 	done
 	tcx filter add dev "$d" parent "$h:" protocol ip prio 2 u32 match u32 0 0 flowid "$h:10" || return 1
 	for b in $(seq 1 16); do
-		tcx qdisc add dev "$d" parent "$h:$(printf %x "$b")" pfifo limit "$LIMIT" || return 1
+		tcx qdisc add dev "$d" parent "$h:$(printf %x "$b")" pfifo limit "$BAND_LIMIT" || return 1
 	done
 }
 shared_scheme() {
 	local s=$1 d=$2 last=(15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)
-	local qu=$((MTU + 14)) qt
-	qt=$((qu * (100 - SHARE) / SHARE))
-	tcx_dev=$d tcx_log=/dev/null
-	if [ "$d" = "${ports[$((PORTS - 1))]}" ]; then
-		tcx_log=$OUT/tc-$s.txt
-		echo "tc qdisc add dev DEV root handle 1: tbf rate $RATE burst $BURST limit 100000000" > "$tcx_log"
-	fi
+	local qu=$((MTU + 14)) qt=0 share=()
+	[ "$SHARE" -gt 0 ] && qt=$((qu * (100 - SHARE) / SHARE)) share=(untagged_share "$SHARE")
+	tcx_start "$s" "$d"
 	case $s in
 	prio-last)
 		tcx qdisc add dev "$d" parent 1:1 handle 10: prio bands 16 priomap "${last[@]}" &&
@@ -131,9 +187,9 @@ shared_scheme() {
 		prio16_filters "$d" 20 ;;
 	mercury-share)
 		tcx qdisc add dev "$d" parent 1:1 handle 10: mercury tag dscp untagged last \
-			untagged_share "$SHARE" limit "$LIMIT" memory_limit "$MEMLIMIT" ;;
+			"${share[@]}" limit "$LIMIT" memory_limit "$MEMLIMIT" ;;
 	fq)
-		tcx qdisc add dev "$d" parent 1:1 handle 10: fq limit "$LIMIT" flow_limit "$LIMIT" ;;
+		tcx qdisc add dev "$d" parent 1:1 handle 10: fq limit "$FQ_LIMIT" flow_limit "$FQ_LIMIT" ;;
 	*) return 1 ;;
 	esac
 }
@@ -159,17 +215,19 @@ set_scheme() {
 		# --- end BT_BULK ---
 		*) echo "# unknown scheme $1"; return 1 ;;
 		esac
-		$TC qdisc add dev "$d" parent 1:1 handle 10: "${q[@]}" || return 1
+		# (their lines logged as shared_scheme's are: tc-SCHEME.txt)
+		tcx_start "$1" "$d"
+		tcx qdisc add dev "$d" parent 1:1 handle 10: "${q[@]}" || return 1
 		[ "$1" = prio ] || continue
 		# (class minors are hexadecimal: band 15 is 10:10)
 		for b in $(seq 0 14); do
-			$TC filter add dev "$d" parent 10: protocol ip prio 1 u32 \
+			tcx filter add dev "$d" parent 10: protocol ip prio 1 u32 \
 				match ip dsfield $((b << 2)) 0xfc flowid 10:$(printf %x $((b + 1))) || return 1
 		done
-		$TC filter add dev "$d" parent 10: protocol ip prio 2 u32 \
+		tcx filter add dev "$d" parent 10: protocol ip prio 2 u32 \
 			match u32 0 0 flowid 10:10 || return 1
 		for b in $(seq 1 16); do
-			$TC qdisc add dev "$d" parent 10:$(printf %x $b) pfifo limit "$LIMIT" || return 1
+			tcx qdisc add dev "$d" parent 10:$(printf %x $b) pfifo limit "$LIMIT" || return 1
 		done
 	done
 }
@@ -178,6 +236,13 @@ stats() {
 	for d in "${ports[@]:0:$PORTS}"; do
 		echo "== $d"
 		$TC -s qdisc show dev "$d"
+		# --- BT_BULK, scenario 2: per-class drops (sch_mercury's
+		# levels, minor = tag) and the port's frames (ip -s link) ---
+		if [ -n "$BYTES" ]; then
+			$TC -s class show dev "$d"
+			$IP -s link show dev "$d"
+		fi
+		# --- end BT_BULK ---
 	done
 }
 

@@ -279,11 +279,27 @@ cat > "$out/torch.env" <<-EOT
 # (runs/TAG.bulk, TAG MODEL.SCHEME+bulk.REP). BT_SHARE: sch_mercury's
 # untagged_share and ets-quanta's split. The report is
 # bench/shared/report.py's.
+# BT_SCENARIO=shallow (bench/shared's scenario 2): no bulk runs, and
+# BT_BYTES, every scheme's whole buffer in bytes (guest.sh's BYTES); the
+# ranks' TCP then sends one frame per skb (their taps' gso_max_size), and
+# the idle link's round trip is measured once (runs/rtt.txt).
 BULK=${BT_BULK:-0}
 BULK_LEAD=${BT_BULK_LEAD:-0}
 BULK_TIMEOUT=${BT_BULK_TIMEOUT:-60}	# seconds of training beside the bulk, at most
-[ "$BULK" = 1 ] && printf "SHARE=%s\nITERS=%s\nRUN_TIMEOUT=%s\nBULK_TIMEOUT=%s\n" "${BT_SHARE:-10}" \
-	"$ITERS" "$RUN_TIMEOUT" "$BULK_TIMEOUT" >> "$out/torch.env"
+SCENARIO=${BT_SCENARIO:-bulk}
+BYTES=${BT_BYTES:-}
+[ "$BULK" = 1 ] && printf "SHARE=%s\nITERS=%s\nRUN_TIMEOUT=%s\nBULK_TIMEOUT=%s\nSCENARIO=%s\n" "${BT_SHARE:-10}" \
+	"$ITERS" "$RUN_TIMEOUT" "$BULK_TIMEOUT" "$SCENARIO" >> "$out/torch.env"
+[ "$BULK" = 1 ] && [ -n "$BYTES" ] && printf "BYTES=%s\nCHANNELS=%s\n" "$BYTES" "$CHANNELS" >> "$out/torch.env"
+# tap_dropped TAG: append both taps' tx_dropped (packets the host dropped
+# before the guest: qemu not reading them) to runs/TAG.tapdrops; called
+# before and after a run
+tap_dropped() {
+	local i
+	for i in 0 1; do
+		ip netns exec "${ns[$i]}" cat "/sys/class/net/${tap[$i]}/statistics/tx_dropped"
+	done >> "$out/runs/$1.tapdrops"
+}
 # --- end BT_BULK ---
 
 # Two namespaces, one tap each; qemu opens the taps, then they move.
@@ -344,6 +360,12 @@ for i in 0 1; do
 	# The host side of the tap queues FIFO whatever the scheme (a queue
 	# here would mean the guest, not the link, is the bottleneck).
 	ip netns exec "${ns[$i]}" tc qdisc replace dev "${tap[$i]}" root pfifo limit 1000
+	# --- BT_BULK, scenario 2: one frame per skb (no TSO/GSO aggregate),
+	# so that the guest's packet limits are limits on frames ---
+	if [ "$BULK" = 1 ] && [ -n "$BYTES" ]; then
+		"${n[@]}" link set "${tap[$i]}" gso_max_size "$MTU" || die "cannot set gso_max_size of ${tap[$i]}"
+	fi
+	# --- end BT_BULK ---
 done
 t=0
 until [ -e "$out/guest.ready" ]; do
@@ -528,9 +550,7 @@ bulk_run() {
 	ip netns exec "${ns[1]}" "${rt[@]}" "$PY" "$top/bench/shared/bulk.py" recv --bind 10.77.2.2 \
 		--port 5201 -o "$out/runs/$tag.bulk" > "$out/runs/$tag.bulk.rx.log" 2>&1 &
 	rx=$!
-	for i in 0 1; do
-		ip netns exec "${ns[$i]}" cat "/sys/class/net/${tap[$i]}/statistics/tx_dropped"
-	done > "$out/runs/$tag.tapdrops"
+	tap_dropped "$tag"
 	until [ -e "$out/runs/$tag.bulk.ready" ] || [ $t -ge 100 ]; do sleep 0.1; t=$((t + 1)); done
 	( export BT_READY_FILE=$out/runs/$tag.ready; run_ranks "$w" "$m" "$tag" "$ch" "$@" ) &
 	rr=$!
@@ -557,15 +577,28 @@ bulk_run() {
 	kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null
 	# packets the taps dropped before the guest (qemu not reading them:
 	# a host too busy for the emulated NIC), before and after the run
-	for i in 0 1; do
-		ip netns exec "${ns[$i]}" cat "/sys/class/net/${tap[$i]}/statistics/tx_dropped"
-	done >> "$out/runs/$tag.tapdrops"
+	tap_dropped "$tag"
 	kill -TERM "$tx" 2>/dev/null; wait "$tx"
 	kill -TERM "$rx" 2>/dev/null; wait "$rx"
 	echo "bench-torch: [$(($(date +%s) - start))s] $m $sch run $r with the bulk: $res" \
 		"($(cut -d' ' -f1 /proc/loadavg); bulk $(awk '{ b += $3 } END { print b + 0 }' \
 		"$out/runs/$tag.bulk" 2>/dev/null) bytes in whole windows)"
 }
+# --- end BT_BULK ---
+
+# --- BT_BULK, scenario 2: the idle link's round trip, on pfifo, once
+# (runs/rtt.txt: bench/shared/report.py's bandwidth-delay product) ---
+if [ "$BULK" = 1 ] && [ -n "$BYTES" ]; then
+	guest fifo
+	ip netns exec "${ns[1]}" "$PY" "$top/bench/shared/bulk.py" echo --bind 10.77.2.2 --port 5202 \
+		-o "$out/runs/echo.ready" > /dev/null 2>&1 &
+	epid=$! t=0
+	until [ -e "$out/runs/echo.ready" ] || [ $t -ge 100 ]; do sleep 0.1; t=$((t + 1)); done
+	ip netns exec "${ns[0]}" "$PY" "$top/bench/shared/bulk.py" rtt --to 10.77.2.2:5202 \
+		> "$out/runs/rtt.txt" 2>&1
+	wait "$epid"
+	echo "bench-torch: the idle link's round trip: $(cat "$out/runs/rtt.txt")" | tee -a "$out/hostload.txt"
+fi
 # --- end BT_BULK ---
 
 # Every repetition runs every model under every scheme, in turn.
@@ -606,12 +639,15 @@ for r in $(seq 1 "$REPEAT"); do
 			guest "$q"
 			tag=$m.$sch.$r
 			echo "$tag $nreq" >> "$out/runs/index"
+			[ "$BULK" = 1 ] && tap_dropped "$tag"
 			if run_ranks "$w" "$m" "$tag" "$ch" "${extra[@]}"; then res=ok; else res=FAILED; fi
+			[ "$BULK" = 1 ] && tap_dropped "$tag"
 			echo "bench-torch: [$(($(date +%s) - start))s] $k/$total $m $sch run $r: $res" \
 				"($(cut -d' ' -f1 /proc/loadavg))"
 			[ $res = ok ] || tail -n 5 "$out/runs/$tag.r0.log" "$out/runs/$tag.r1.log"
 			# --- BT_BULK ---
-			[ "$BULK" = 1 ] && bulk_run "$w" "$m" "$sch" "$r" "$q" "$ch" "${extra[@]}"
+			[ "$BULK" = 1 ] && [ "$SCENARIO" = bulk ] &&
+				bulk_run "$w" "$m" "$sch" "$r" "$q" "$ch" "${extra[@]}"
 			# --- end BT_BULK ---
 		done
 	done
