@@ -66,7 +66,9 @@ module-kver:
 	$(MAKE) -C $(KDIR) M=$(KMOD_DIR) W=1 $(if $(WERROR),KCFLAGS=-Werror) \
 		$(if $(SPARSE),C=2 CHECK=sparse) modules
 
-tc-plugin:
+# after userspace: the plugin links libmercury's grammar objects, which
+# a parallel build must not compile twice at once
+tc-plugin: | userspace
 	$(MAKE) -C tc-plugin
 
 userspace:

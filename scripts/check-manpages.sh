@@ -36,7 +36,7 @@ declare -A commands=(
 	[mercury-place]="place compare pipe pipedream bench"
 	[mercury-sim]=""
 	[mercury-ps]="server worker profile"
-	[mercuryctl]="add change replace delete show stats check"
+	[mercuryctl]="add change replace delete show stats check apply"
 	[mercury-run]=""
 )
 
@@ -55,6 +55,8 @@ cases=(
 	"2 mercuryctl add"
 	"2 mercuryctl add lo levels 0"
 	"1 mercuryctl check lo plan /nonexistent"
+	"2 mercuryctl apply --remove"
+	"1 mercuryctl apply -c /nonexistent"
 	"2 mercury-run -t 1"
 	"2 mercury-run -t 1 --mask 0 -- true"
 	"1 mercury-run -t 1 -s dscp --preload /nonexistent -- true"

@@ -214,7 +214,7 @@ for s in $suites; do
 	build) run_suite build build_all ;;
 	style) run_suite style style_check ;;
 	unit)
-		for m in userspace/*/Makefile bench/core/Makefile bench/torch/Makefile bench/shared/Makefile; do
+		for m in userspace/*/Makefile tc-plugin/Makefile bench/core/Makefile bench/torch/Makefile bench/shared/Makefile; do
 			d=$(dirname "$m")
 			run_suite "unit-$(basename "$d")" make -s -C "$d" test
 		done ;;

@@ -5,7 +5,8 @@
 # add/change/replace/delete cross-checked with tc -j, its JSON, its
 # Prometheus output checked against tc -s numbers while packets are
 # queued, and its errors (no module, no device, bad option, no
-# permission); then check: a plan against the qdisc (mercuryctl check)
+# permission); apply (the boot-time applier, through scripts/mercury-apply)
+# on dummy0; then check: a plan against the qdisc (mercuryctl check)
 # and a channel set's tagger at creation (libmercury, same rule).
 #
 #   +------------- ns mrc-s -------------+      +---- ns mrc-r ----+
@@ -132,6 +133,56 @@ tcs -j qdisc show dev dummy0 > $W/tc.json
 jcheck "tc sees mercury 2: in place of pfifo" $W/tc.json \
 	"len(j) == 1 and j[0]['kind'] == 'mercury' and j[0]['handle'] == '2:' and j[0]['options']['tag'] == 'priority'"
 tcs qdisc del dev dummy0 root
+
+# ---- apply: the boot-time applier, as mercury@.service runs it ---------
+# scripts/mercury-apply runs mercuryctl apply; options are read by the
+# grammar tc's plugin links, compared with what the kernel reports.
+A=$W/apply.conf
+apply_s() { $IP netns exec $NS_S "$MERCURY_ROOT/scripts/mercury-apply" "$@"; }
+# the same, its lines joined into one (to match them in order)
+apply_1() { local o rc; o=$(apply_s "$@" 2>&1); rc=$?; echo $o; return $rc; }
+opts_j() { tcs -j qdisc show dev dummy0 root > $W/tc.json; }
+handle_of() { tcs -j qdisc show dev dummy0 root | sed -n 's/.*"handle":"\([^"]*\)".*/\1/p'; }
+echo "dummy0  levels 64 memory_limit 1.5m   # the test's line" > $A
+expect "apply: noqueue replaced by mercury with the line's options" 0 \
+	"dummy0: replacing root qdisc noqueue with mercury levels 64 memory_limit 1.5m.*dummy0: mercury applied" \
+	apply_1 -c $A
+opts_j
+jcheck "apply: tc sees levels 64, memory_limit 1.5m = 1572864, the rest default" $W/tc.json \
+	"j[0]['kind'] == 'mercury' and j[0]['options']['levels'] == 64 and j[0]['options']['memory_limit'] == 1572864 and j[0]['options']['limit'] == 10000"
+h=$(handle_of)
+expect "apply again: already in place, nothing sent" 0 "dummy0: mercury already in place \(levels 64 memory_limit 1.5m\), nothing to do" \
+	apply_s -c $A
+tcs qdisc change dev dummy0 root mercury limit 555
+echo "dummy0 levels 64 memory_limit 1536kb flow_order off" > $A
+expect "apply: only what differs is sent (1536kb is 1.5m)" 0 "dummy0: changing mercury options: flow_order on -> off$" \
+	apply_s -c $A
+opts_j
+jcheck "apply: changed in place, an option the line does not name kept" $W/tc.json \
+	"j[0]['handle'] == '$h' and j[0]['options']['flow_order'] == False and j[0]['options']['limit'] == 555 and j[0]['options']['memory_limit'] == 1572864"
+echo "dummy0 levels 8" > $A
+expect "apply -n: says what it would send" 0 "dummy0: dry run: mercuryctl replace dummy0 root levels 8" apply_s -n -c $A
+opts_j
+jcheck "apply -n: nothing changed" $W/tc.json "j[0]['options']['levels'] == 64"
+echo "dummy0 levels 300 mask 0xff" > $A
+expect "apply: options against each other, on the qdisc as it would be (exit 1)" 1 \
+	"dummy0: levels 300 exceeds the largest tag mask 0xff can give" apply_s -c $A
+echo "dummy0 untagged_share 10" > $A
+expect "apply: untagged_share on a qdisc with untagged first (exit 1)" 1 \
+	"dummy0: untagged_share needs untagged last" apply_s -c $A
+printf 'mrc-nodev0 levels 8\ndummy0 levels 64\n' > $A
+expect "apply: a missing device fails, the other is still handled" 1 \
+	"mrc-nodev0: no such network device" apply_s -c $A
+opts_j
+jcheck "apply: nothing changed by the refused lines" $W/tc.json \
+	"j[0]['options']['levels'] == 64 and j[0]['options']['untagged_share'] == 0"
+tcs qdisc replace dev dummy0 root handle 5: pfifo
+expect "apply: another root qdisc is replaced" 0 "dummy0: replacing root qdisc pfifo with mercury levels 64" \
+	apply_s -c $A dummy0
+expect "apply --remove: back to the default qdisc" 0 "dummy0: mercury removed" apply_s --remove dummy0
+ktap_check "apply --remove: tc sees no mercury" no_mercury dummy0
+expect "apply --remove again: noqueue left alone" 0 "dummy0: root qdisc is noqueue, not mercury, left alone" \
+	apply_s --remove dummy0
 
 # ---- statistics under real traffic: tbf at 8 bit/s holds the queue -----
 # Packets beyond tbf's 3000 byte burst stay queued in mercury while we

@@ -89,7 +89,7 @@ bad "memory_limit junk" 1 "memory_limit" memory_limit 12zz
 bad "quantum 100" 2 "integer out of range" quantum 100
 bad "quantum 2mb" 2 "integer out of range" quantum 2mb
 bad "bypass sometimes" 1 "bypass" bypass sometimes
-bad "unknown option" 1 "unknown parameter" colour blue
+bad "unknown option" 1 "unknown option 'colour'" colour blue
 bad "missing value" 255 "not complete" levels
 tcs qdisc del dev dummy0 root
 

@@ -3,12 +3,14 @@
  * q_mercury.c	tc support for the Mercury layer-priority qdisc.
  *
  * Loaded by tc as $TC_LIB_DIR/q_mercury.so. Parses the options into nested
- * TCA_MERCURY_* attributes (only the options the user gave, so "change"
- * keeps the rest), prints them back in the same syntax, and prints the
- * qdisc's and each level's statistics. Ranges are the kernel's to check:
- * its extack message names the option that was wrong.
+ * TCA_MERCURY_* attributes with libmercury's grammar of them (only the
+ * options the user gave, so "change" keeps the rest), prints them back in
+ * the same syntax, and prints the qdisc's and each level's statistics.
+ * Ranges are the kernel's to check: its extack message names the option
+ * that was wrong.
  */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "tc_util.h"
 
 #include <linux/mercury.h>
+#include <mercury/mercury.h>
 
 static void mercury_explain(void)
 {
@@ -31,158 +34,50 @@ static void mercury_explain(void)
 		"tags above levels count as levels, tag 0 is untagged.\n");
 }
 
-static int mercury_bad(const char *opt, const char *val)
-{
-	fprintf(stderr, "mercury: illegal \"%s\" value \"%s\"\n", opt, val);
-	mercury_explain();
-	return -1;
-}
-
-/* Tag sources by their TC_MERCURY_TAG_* value. */
+/* Tag sources by their TC_MERCURY_TAG_* value, for printing. */
 static const char * const mercury_sources[] = {
 	[TC_MERCURY_TAG_MARK]		= "mark",
 	[TC_MERCURY_TAG_PRIORITY]	= "priority",
 	[TC_MERCURY_TAG_DSCP]		= "dscp",
 };
 
-static int mercury_get_source(__u8 *v, const char *arg)
-{
-	__u8 i;
-
-	for (i = 0; i < ARRAY_SIZE(mercury_sources); i++) {
-		if (strcmp(arg, mercury_sources[i]) == 0) {
-			*v = i;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-/* A keyword option: one of two words, sent as 0 or 1. */
-static int mercury_get_choice(__u8 *v, const char *arg, const char *w0,
-			      const char *w1)
-{
-	if (strcmp(arg, w0) == 0)
-		*v = 0;
-	else if (strcmp(arg, w1) == 0)
-		*v = 1;
-	else
-		return -1;
-	return 0;
-}
-
+/*
+ * The words are read by libmercury's grammar of the options, linked into
+ * this plugin (the Makefile), the one mercuryctl uses: "memory_limit
+ * 1.5m" is one number in both. Only the syntax is checked here (a value
+ * its field cannot hold, shift 300, is refused); ranges are the kernel's
+ * to check, and its extack message names the option. Only the options
+ * given are sent, so "change" keeps the rest.
+ */
 static int mercury_parse_opt(struct qdisc_util *qu, int argc, char **argv,
 			     struct nlmsghdr *n, const char *dev)
 {
-	__u32 levels, mask, flows, limit, memory_limit, quantum;
-	bool set_levels = false, set_mask = false, set_flows = false;
-	bool set_limit = false, set_memory = false, set_quantum = false;
-	bool set_source = false, set_shift = false, set_untagged = false;
-	bool set_share = false, set_order = false, set_bypass = false;
-	__u8 source, shift, untagged, share, order, bypass;
-	struct rtattr *tail;
+	struct mercury_qdisc_opts o;
+	int i, err, len = 0;
+	char buf[256];
 
-	while (argc > 0) {
-		if (strcmp(*argv, "levels") == 0) {
-			NEXT_ARG();
-			if (get_u32(&levels, *argv, 0))
-				return mercury_bad("levels", *argv);
-			set_levels = true;
-		} else if (strcmp(*argv, "tag") == 0) {
-			NEXT_ARG();
-			if (mercury_get_source(&source, *argv))
-				return mercury_bad("tag", *argv);
-			set_source = true;
-		} else if (strcmp(*argv, "shift") == 0) {
-			NEXT_ARG();
-			if (get_u8(&shift, *argv, 0))
-				return mercury_bad("shift", *argv);
-			set_shift = true;
-		} else if (strcmp(*argv, "mask") == 0) {
-			NEXT_ARG();
-			if (get_u32(&mask, *argv, 0))
-				return mercury_bad("mask", *argv);
-			set_mask = true;
-		} else if (strcmp(*argv, "untagged") == 0) {
-			NEXT_ARG();
-			if (mercury_get_choice(&untagged, *argv, "first",
-					       "last"))
-				return mercury_bad("untagged", *argv);
-			set_untagged = true;
-		} else if (strcmp(*argv, "untagged_share") == 0) {
-			NEXT_ARG();
-			if (get_u8(&share, *argv, 0))
-				return mercury_bad("untagged_share", *argv);
-			set_share = true;
-		} else if (strcmp(*argv, "flow_order") == 0) {
-			NEXT_ARG();
-			if (mercury_get_choice(&order, *argv, "off", "on"))
-				return mercury_bad("flow_order", *argv);
-			set_order = true;
-		} else if (strcmp(*argv, "flows") == 0) {
-			NEXT_ARG();
-			if (get_u32(&flows, *argv, 0))
-				return mercury_bad("flows", *argv);
-			set_flows = true;
-		} else if (strcmp(*argv, "limit") == 0) {
-			NEXT_ARG();
-			if (get_u32(&limit, *argv, 0))
-				return mercury_bad("limit", *argv);
-			set_limit = true;
-		} else if (strcmp(*argv, "memory_limit") == 0) {
-			NEXT_ARG();
-			if (get_size(&memory_limit, *argv))
-				return mercury_bad("memory_limit", *argv);
-			set_memory = true;
-		} else if (strcmp(*argv, "quantum") == 0) {
-			NEXT_ARG();
-			if (get_size(&quantum, *argv))
-				return mercury_bad("quantum", *argv);
-			set_quantum = true;
-		} else if (strcmp(*argv, "bypass") == 0) {
-			NEXT_ARG();
-			if (mercury_get_choice(&bypass, *argv, "off", "on"))
-				return mercury_bad("bypass", *argv);
-			set_bypass = true;
-		} else {
-			if (strcmp(*argv, "help") != 0)
-				fprintf(stderr,
-					"mercury: unknown parameter \"%s\"\n",
-					*argv);
+	/* tc's convention: "help" where an option may stand */
+	for (i = 0; i < argc; i += 2) {
+		if (strcmp(argv[i], "help") == 0) {
 			mercury_explain();
 			return -1;
 		}
-		argc--;
-		argv++;
 	}
-
-	tail = addattr_nest(n, 1024, TCA_OPTIONS | NLA_F_NESTED);
-	if (set_levels)
-		addattr32(n, 1024, TCA_MERCURY_LEVELS, levels);
-	if (set_source)
-		addattr8(n, 1024, TCA_MERCURY_TAG_SOURCE, source);
-	if (set_shift)
-		addattr8(n, 1024, TCA_MERCURY_TAG_SHIFT, shift);
-	if (set_mask)
-		addattr32(n, 1024, TCA_MERCURY_TAG_MASK, mask);
-	if (set_untagged)
-		addattr8(n, 1024, TCA_MERCURY_UNTAGGED, untagged);
-	if (set_share)
-		addattr8(n, 1024, TCA_MERCURY_UNTAGGED_SHARE, share);
-	if (set_order)
-		addattr8(n, 1024, TCA_MERCURY_FLOW_ORDER, order);
-	if (set_flows)
-		addattr32(n, 1024, TCA_MERCURY_FLOWS, flows);
-	if (set_limit)
-		addattr32(n, 1024, TCA_MERCURY_LIMIT, limit);
-	if (set_memory)
-		addattr32(n, 1024, TCA_MERCURY_MEMORY_LIMIT, memory_limit);
-	if (set_quantum)
-		addattr32(n, 1024, TCA_MERCURY_QUANTUM, quantum);
-	if (set_bypass)
-		addattr8(n, 1024, TCA_MERCURY_BYPASS, bypass);
-	addattr_nest_end(n, tail);
-	return 0;
+	err = mercury_qdisc_opts_parse(argc, argv, 0, &o, sizeof(o));
+	/* an option without its value: tc's own message and exit status */
+	if (err == -ENODATA)
+		incomplete_command();
+	if (!err) {
+		len = mercury_qdisc_opts_encode(&o, buf, sizeof(buf));
+		if (len < 0)
+			err = len;
+	}
+	if (err) {
+		fprintf(stderr, "mercury: %s\n", mercury_last_error());
+		mercury_explain();
+		return -1;
+	}
+	return addattr_l(n, 1024, TCA_OPTIONS | NLA_F_NESTED, buf, len);
 }
 
 static __u32 mercury_rta_u32(struct rtattr *tb[], int type)

@@ -551,7 +551,7 @@ static void opf_rand_opts(struct opf_opts *out)
 		sh = opf_draw_get(&d, OPF_O_SHIFT);
 		m = opf_draw_get(&d, OPF_O_MASK);
 		if (v && !strcmp(v, "dscp") && sh &&
-		    !((0x3ful >> opf_num(sh)) & (m ? opf_num(m) : MCTL_DEF_MASK)))
+		    !((0x3ful >> opf_num(sh)) & (m ? opf_num(m) : TC_MERCURY_DEF_MASK)))
 			opf_draw_set(&d, OPF_O_SHIFT, 0);
 	}
 	for (i = 0; i < d.n; i++) {

@@ -19,10 +19,7 @@
 #include "../lib/src/internal.h"
 #include "tools.h"
 
-static int set_err(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int set_err(char *err, size_t errlen, int ret, const char *fmt, ...)
+int mt_set_err(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -46,16 +43,17 @@ int mt_read_file(const char *path, char **buf, size_t *len, char *err,
 	 * waiting on a terminal. A pipe is read (process substitution).
 	 */
 	if (stat(path, &st))
-		return set_err(err, errlen, -errno, "%s: %s", path,
-			       strerror(errno));
+		return mt_set_err(err, errlen, -errno, "%s: %s", path,
+				  strerror(errno));
 	if (S_ISDIR(st.st_mode))
-		return set_err(err, errlen, -EISDIR, "%s: is a directory", path);
+		return mt_set_err(err, errlen, -EISDIR, "%s: is a directory",
+				  path);
 	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
-		return set_err(err, errlen, -EINVAL,
-			       "%s: not a regular file", path);
+		return mt_set_err(err, errlen, -EINVAL,
+				  "%s: not a regular file", path);
 	ret = mercury_read_file(path, buf, len);
 	if (ret)
-		return set_err(err, errlen, ret, "%s", mercury_last_error());
+		return mt_set_err(err, errlen, ret, "%s", mercury_last_error());
 	return 0;
 }
 
@@ -70,9 +68,10 @@ int mt_read_json(const char *path, struct json_object **out, char *err,
 	if (ret)
 		return ret;
 	if (!len)
-		ret = set_err(err, errlen, -EINVAL, "%s: empty file", path);
+		ret = mt_set_err(err, errlen, -EINVAL, "%s: empty file", path);
 	else if (mercury_parse_json(path, buf, len, out))
-		ret = set_err(err, errlen, -EINVAL, "%s", mercury_last_error());
+		ret = mt_set_err(err, errlen, -EINVAL, "%s",
+				 mercury_last_error());
 	free(buf);
 	return ret;
 }
@@ -83,6 +82,6 @@ int mt_write_file(const char *path, const void *buf, size_t len, char *err,
 	int ret = mercury_write_file(path, buf, len);
 
 	if (ret)
-		set_err(err, errlen, ret, "%s", mercury_last_error());
+		mt_set_err(err, errlen, ret, "%s", mercury_last_error());
 	return ret;
 }

@@ -1,20 +1,26 @@
 /* SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause */
 /*
  * Internal helpers of the Mercury command-line tools (mercury-place,
- * mercury-sim): a static archive with this header, never installed and no
- * part of libmercury's API. Each helper owns one concept the tools share:
- * reading an input file within a bound, replacing an output file
- * atomically, drawing a PNG with gnuplot without building a script from
- * data, and reading a rate. Functions return 0 or a negative errno and
+ * mercury-sim, mercury-ps): a static archive with this header, never
+ * installed and no part of libmercury's API. Each helper owns one concept
+ * the tools share: reading an input file within a bound, replacing an
+ * output file atomically, drawing a PNG with gnuplot without building a
+ * script from data, reading rates, sizes and durations, the network rule
+ * and a profile's timeline. Functions return 0 or a negative errno and
  * leave a one-line message (no program name, no newline) in err.
  */
 #ifndef __MERCURY_TOOLS_H
 #define __MERCURY_TOOLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define MT_ERRLEN 512
+
+/* The message (printf) into err, where err is not NULL; returns ret. */
+int mt_set_err(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 struct json_object;
 
@@ -68,6 +74,10 @@ void mt_plot_label(FILE *f, const char *s);
  */
 int mt_parse_rate(const char *s, int bare_ok, double *bps, char *err,
 		  size_t errlen);
+/* A duration: a finite number >= 0 with s, ms, us, ns or none (s). */
+int mt_parse_seconds(const char *s, double *sec);
+/* A size as libmercury reads sizes (64k = 65536), 1..2^60 bytes. */
+int mt_parse_bytes(const char *s, uint64_t *bytes);
 
 /*
  * The network: one owner of the rule (net.c) for mercury-place's
@@ -107,5 +117,47 @@ int mt_net_route(const struct mt_net *n, int a, int b, struct mt_route *r);
  * gets (every receiver's ingress is shared by senders / receivers flows).
  */
 double mt_net_spread_Bps(double nic_Bps, double senders, double receivers);
+
+/*
+ * A profile as a timeline (profile.c), what mercury-sim simulates and
+ * mercury-ps sends: read by libmercury (mercury_model_load()), so the
+ * gates, priorities and compute times are the same in both.
+ */
+struct mt_tensor {
+	char *name;		/* parameter name from the profile */
+	uint64_t bytes;		/* payload on the wire (numel * dtype) */
+	double ready_ms;	/* gradient ready, since backward start */
+	int gate;		/* forward call that needs it */
+	long prio;		/* send priority, smaller = more urgent:
+				 * gate, or the plan's tag (--plan) */
+};
+
+struct mt_profile {
+	char *model;		/* model name */
+	int ncalls;		/* forward calls, in execution order */
+	double *call_ms;	/* compute attributed to each call */
+	double prelude_ms;	/* forward compute before the first call */
+	double fwd_ms;		/* forward: prelude + sum of call_ms */
+	double bwd_ms;		/* backward total */
+	int ntensors;
+	struct mt_tensor *tensors;	/* in gradient-ready order */
+	uint64_t total_bytes;	/* sum of tensor bytes */
+};
+
+/* Most calls, and most tensors, a timeline holds (-E2BIG beyond). */
+#define MT_PROFILE_MAX (1u << 22)
+
+/* An h200 *.json or pipedream *.graph.txt profile; 0 or -errno. */
+int mt_profile_load(const char *path, struct mt_profile *prof, char *err,
+		    size_t errlen);
+void mt_profile_free(struct mt_profile *prof);
+/*
+ * Take every tensor's send priority from the plan at path (libmercury's
+ * loader: a tag per tensor name); the gates stay the profile's. A tensor
+ * the plan does not name is an error naming it. On success *max_tag (may
+ * be NULL) is the largest tag among the profile's tensors.
+ */
+int mt_profile_apply_plan(struct mt_profile *prof, const char *path,
+			  unsigned int *max_tag, char *err, size_t errlen);
 
 #endif

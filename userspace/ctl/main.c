@@ -5,6 +5,7 @@
  *   mercuryctl [-j] [--pretty] [-n NETNS] add DEV [root|parent X:Y] [handle H:] [OPTIONS]
  *   mercuryctl [-j|-p] show [DEV]
  *   mercuryctl stats [--prometheus] [DEV]
+ *   mercuryctl apply [-c FILE] [-n] [IFACE...] | --remove IFACE...
  *
  * Commands are found by unique prefix, as in bpftool. Exit codes: 0 done,
  * 1 the system said no (no device, no module, no permission, rejected),
@@ -67,6 +68,8 @@ static void mctl_usage(FILE *f)
 		"  show    [DEV]\n"
 		"  stats   [--prometheus] [DEV]\n"
 		"  check   DEV [parent X:Y | handle H:] plan FILE\n"
+		"  apply   [-c|--config FILE] [-n|--dry-run] [IFACE...]\n"
+		"  apply   [-c|--config FILE] [-n|--dry-run] --remove IFACE...\n"
 		"  help\n"
 		"OPTIONS: [levels N] [tag mark|priority|dscp] [shift BITS] [mask MASK]\n"
 		"         [untagged first|last] [untagged_share PERCENT]\n"
@@ -450,6 +453,13 @@ out_plan:
 	return rc;
 }
 
+/* The boot-time applier, apply.c; it reads its own options. */
+static int do_apply(int argc, char **argv)
+{
+	/* getopt wants a program name first: the command word, before argv */
+	return mctl_apply(argc + 1, argv - 1, netns);
+}
+
 static int do_help(int argc, char **argv)
 {
 	(void)argc;
@@ -471,8 +481,11 @@ static const struct mctl_cmd mctl_cmds[] = {
 	{ "show",	do_show },
 	{ "stats",	do_stats },
 	{ "check",	do_check },
+	{ "apply",	do_apply },
 	/* change's documented abbreviation from before check existed */
 	{ "ch",		do_change },
+	/* and add's, from before apply existed */
+	{ "a",		do_add },
 	{ "help",	do_help },
 };
 
@@ -563,6 +576,13 @@ int main(int argc, char **argv)
 	 * one that starts with '-' is an option the command does not have,
 	 * a usage error (2), not "no such device" (1); --help there is help.
 	 */
+	if (cmd->fn == do_apply) {
+		if (out_mode != MCTL_OUT_TEXT) {
+			out_mode = MCTL_OUT_TEXT;
+			return mctl_fail(2, "apply writes text only (no -j or -p)");
+		}
+		return do_apply(argc - 1, argv + 1);
+	}
 	first = argc > 1 ? argv[1] : NULL;
 	if (first && cmd->fn == do_stats && !strcmp(first, "--prometheus"))
 		first = argc > 2 ? argv[2] : NULL;

@@ -2,9 +2,10 @@
 /*
  * mercuryctl: provision and monitor the Mercury qdisc through libnl-route.
  *
- * opts.c    option parsing and checking, as tc spells the options
+ * opts.c    options as tc spells them (libmercury's grammar), checking
  * format.c  text, JSON and Prometheus output of struct mctl_qdisc
  * check.c   does a plan fit a qdisc (mercuryctl check; libmercury's rule)
+ * apply.c   mercuryctl apply: the configuration file, applied idempotently
  * nl.c      everything that talks to the kernel (libnl-route-3)
  * main.c    the command table and error reporting
  *
@@ -25,18 +26,6 @@
 /* One bit per option given: (1u << TCA_MERCURY_*). */
 #define MCTL_BIT(attr)	(1u << (attr))
 #define MCTL_ALL_OPTS	(((1u << (TCA_MERCURY_MAX + 1)) - 1) & ~1u)
-
-/* The kernel's defaults (sch_mercury.c mercury_defaults). quantum is
- * raised to twice the device MTU at creation; 3028 is its floor.
- */
-#define MCTL_DEF_LEVELS		1024
-#define MCTL_DEF_MASK		0xffff
-#define MCTL_DEF_FLOWS		1024
-#define MCTL_DEF_LIMIT		10000
-#define MCTL_DEF_MEMORY_LIMIT	(32u << 20)
-#define MCTL_DEF_QUANTUM	3028
-#define MCTL_MIN_QUANTUM	256
-#define MCTL_MAX_QUANTUM	(1u << 20)
 
 /*
  * A qdisc's options are libmercury's struct mercury_qdisc_opts (its
@@ -74,7 +63,6 @@ struct mctl_qdisc {
 
 /* opts.c */
 void mctl_opts_defaults(struct mercury_qdisc_opts *o);
-int mctl_parse_size(const char *s, uint32_t *out);
 int mctl_parse_opts(int argc, char **argv, struct mercury_qdisc_opts *o,
 		    char *err, size_t errlen);
 void mctl_opts_merge(struct mercury_qdisc_opts *base,
@@ -84,6 +72,20 @@ int mctl_check_opts(const struct mercury_qdisc_opts *o, char *err,
 void mctl_sprint_size(char *buf, size_t len, uint32_t bytes);
 const char *mctl_source_name(uint8_t v);
 void mctl_sprint_handle(char *buf, size_t len, uint32_t handle);
+
+/* apply.c: mercuryctl apply, the boot-time applier */
+#define MCTL_CONF_MAX_WORDS	64
+struct mctl_conf_line {
+	const char	*dev;
+	int		argc;			/* option words */
+	char		*argv[MCTL_CONF_MAX_WORDS];
+};
+int mctl_conf_parse(char *text, struct mctl_conf_line **lines, size_t *n,
+		    char *err, size_t errlen);
+uint32_t mctl_apply_diff(const struct mercury_qdisc_opts *want,
+			 const struct mercury_qdisc_opts *have, char *buf,
+			 size_t len);
+int mctl_apply(int argc, char **argv, const char *netns);
 
 /* format.c */
 enum mctl_what { MCTL_SHOW_ALL, MCTL_SHOW_STATS };
@@ -134,5 +136,10 @@ int mctl_nl_delete(struct mctl_nl *nl, int ifindex, uint32_t parent,
 		   uint32_t handle);
 int mctl_nl_dump(struct mctl_nl *nl, int ifindex, struct mctl_qdisc **out,
 		 size_t *n);
+/* The kind of @ifindex's root qdisc ("" if none) and, for mercury, its
+ * options (the kernel's defaults, then what it reports).
+ */
+int mctl_nl_root(struct mctl_nl *nl, int ifindex, char *kind, size_t len,
+		 struct mercury_qdisc_opts *o);
 
 #endif /* MCTL_H */

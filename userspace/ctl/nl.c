@@ -461,3 +461,45 @@ int mctl_nl_dump(struct mctl_nl *nl, int ifindex, struct mctl_qdisc **out,
 	*n = d.n;
 	return 0;
 }
+
+/* A dump for one device's root qdisc: d first, the callback's argument. */
+struct mctl_root {
+	struct mctl_dump	d;
+	int			ifindex;
+	char			*kind;
+	size_t			len;
+	struct mercury_qdisc_opts *o;
+};
+
+static int mctl_root_cb(struct nl_msg *msg, void *arg)
+{
+	struct tcmsg *tcm = nlmsg_data(nlmsg_hdr(msg));
+	struct mctl_root *r = arg;
+	struct nlattr *tb[TCA_MAX + 1];
+
+	if (tcm->tcm_ifindex != r->ifindex || tcm->tcm_parent != TC_H_ROOT ||
+	    nlmsg_parse(nlmsg_hdr(msg), sizeof(*tcm), tb, TCA_MAX, NULL) < 0 ||
+	    !tb[TCA_KIND])
+		return NL_OK;
+	snprintf(r->kind, r->len, "%s", nla_get_string(tb[TCA_KIND]));
+	if (!strcmp(r->kind, "mercury"))
+		mctl_get_opts(tb[TCA_OPTIONS], r->o);
+	return NL_OK;
+}
+
+int mctl_nl_root(struct mctl_nl *nl, int ifindex, char *kind, size_t len,
+		 struct mercury_qdisc_opts *o)
+{
+	struct mctl_root r = {
+		.d = { .nl = nl },
+		.ifindex = ifindex,
+		.kind = kind,
+		.len = len,
+		.o = o,
+	};
+
+	kind[0] = '\0';
+	mctl_opts_defaults(o);
+	return mctl_nl_dump_one(nl, RTM_GETQDISC, ifindex, 0, mctl_root_cb,
+				&r.d);
+}

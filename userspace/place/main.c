@@ -364,8 +364,11 @@ static int cmd_place(int argc, char **argv)
 		return ret;
 	place = mp_calloc(g.n, sizeof(int));
 	ret = solve(&g, &c, algo, place, &p, &err);
-	/* squeezed first: the hybrid evaluation sees the written tags */
-	if (!ret && o.fmt.levels) {
+	/*
+	 * squeezed first: the hybrid evaluation sees the written tags (and
+	 * a model of more tensors than tags shares them, without --levels)
+	 */
+	if (!ret) {
 		ret = mp_plan_squeeze(&p, o.fmt.levels, &err);
 		if (ret)
 			mp_plan_free(&p);
@@ -439,10 +442,18 @@ struct row {
 	char msg[MP_ERRLEN];
 };
 
+/*
+ * Past this many nodes the baselines take seconds to minutes each (70,000
+ * nodes on 4 devices: 77 s for all seven, dp 30 s of it, on an idle
+ * 2-core machine), so compare says on stderr which one it is running.
+ */
+#define PROGRESS_NODES 10000
+
 static void run_all(const struct mp_graph *g, const struct mp_cluster *c,
 		    struct row *rows)
 {
 	int *place = mp_calloc(g->n, sizeof(int));
+	double t0 = mp_now_ms();
 
 	for (int a = 0; a < MP_ALGO_COUNT; a++) {
 		struct mp_err err;
@@ -450,6 +461,10 @@ static void run_all(const struct mp_graph *g, const struct mp_cluster *c,
 		struct row *r = &rows[a];
 
 		memset(r, 0, sizeof(*r));
+		if (g->n > PROGRESS_NODES)
+			fprintf(stderr, "%s: compare: %s (%d of %d) on %d nodes, %.1f s so far\n",
+				PROG, mp_algo_name(a), a + 1, MP_ALGO_COUNT,
+				g->n, (mp_now_ms() - t0) / 1e3);
 		if (solve(g, c, a, place, &p, &err)) {
 			snprintf(r->msg, sizeof(r->msg), "%s", err.msg);
 			continue;
@@ -801,7 +816,6 @@ static int cmd_bench(int argc, char **argv)
 	if (!nf)
 		return fail(1, "%s: no h200/*.json or pipedream/*.graph.txt",
 			    o.profiles);
-	mkdir(o.outdir, 0755);
 	snprintf(datpath, sizeof(datpath), "%s/bench.dat", o.outdir);
 	snprintf(pngpath, sizeof(pngpath), "%s/bench.png", o.outdir);
 	/* the table is kept as DIR/bench.dat and plotted from a private copy */
@@ -821,6 +835,12 @@ static int cmd_bench(int argc, char **argv)
 	fclose(dat);
 	printf("\nmercury placed %d of %d cases; as good as the best baseline in %d, within 5%% of the lower bound in %d\n",
 	       ran, cases, wins, within5);
+	/* nothing to time or to plot: no empty table, no gnuplot error */
+	if (!ran) {
+		ret = fail(1, "%s: no case could be placed (the table says why)",
+			   o.profiles);
+		goto out;
+	}
 
 	/* planning time: the largest profile (most nodes) and a synthetic DAG */
 	for (int i = 0; i < nf; i++) {
@@ -850,6 +870,7 @@ static int cmd_bench(int argc, char **argv)
 		mp_cluster_free(&c);
 		mp_graph_free(&g);
 	}
+	mkdir(o.outdir, 0755);
 	ret = mt_write_file(datpath, rows, len, msg, sizeof(msg));
 	if (ret) {
 		ret = fail(1, "%s", msg);
@@ -861,9 +882,10 @@ static int cmd_bench(int argc, char **argv)
 		if (ret)
 			ret = fail(1, "%s: %s", pngpath, msg);
 	}
-	free(rows);
 	if (!ret)
 		printf("table data: %s, plot: %s\n", datpath, pngpath);
+out:
+	free(rows);
 	for (int i = 0; i < nf; i++)
 		free(files[i]);
 	free(files);
@@ -977,8 +999,31 @@ static struct json_object *pipe_json(const struct mp_graph *g,
 	return o;
 }
 
+/*
+ * pipe's search grows as the square of the nodes (70,000 nodes: minutes):
+ * a line on stderr every 10 s says how far it is, so a long run is not
+ * a silent one.
+ */
+struct pipe_progress {
+	double t0, last;	/* ms */
+	int n;
+};
+
+static void pipe_progress(void *ctx, int order, double done)
+{
+	struct pipe_progress *pp = ctx;
+	double now = mp_now_ms();
+
+	if (now - pp->last < 10e3)
+		return;
+	pp->last = now;
+	fprintf(stderr, "%s: pipe: order %d of 2, %.0f%% of %d nodes, %.0f s so far\n",
+		PROG, order + 1, 100 * done, pp->n, (now - pp->t0) / 1e3);
+}
+
 static int cmd_pipe(int argc, char **argv)
 {
+	struct pipe_progress pp;
 	struct mp_pipe_opts po = { 0 };
 	struct mp_graph g;
 	struct mp_cluster c;
@@ -998,6 +1043,10 @@ static int cmd_pipe(int argc, char **argv)
 		return ret;
 	po.pipedream = o.pipedream;
 	po.memory = !o.nomem && !o.pipedream;
+	pp.t0 = pp.last = mp_now_ms();
+	pp.n = g.n;
+	po.progress = pipe_progress;
+	po.progress_ctx = &pp;
 	po.fewer = 1;
 	po.bandwidth_Bps = o.bandwidth;
 	ret = mp_pipe_solve(&g, &c, &po, &p, &err);
@@ -1026,7 +1075,7 @@ static int cmd_pipe(int argc, char **argv)
 			place[v] = p.st[p.stage_of[v]].device0;
 		ret = mp_plan_build(&g, &c, MP_ALGO_MERCURY, place, 0, &pl, &err);
 		built = !ret;
-		if (!ret && o.fmt.levels)
+		if (!ret)
 			ret = mp_plan_squeeze(&pl, o.fmt.levels, &err);
 		if (!ret && o.replicas > 1)
 			ret = mp_plan_hybrid(&pl, o.replicas, o.bandwidth, &err);

@@ -208,6 +208,7 @@ struct pctx {
 	double mem;		/* bytes per device */
 	int M;
 	int nic;		/* Mercury's model through one NIC per device */
+	int order;		/* which of the two orders, for progress */
 };
 
 /* Time per micro-batch of the stretch [k, j) on r replicas. */
@@ -279,7 +280,10 @@ static double pipe_dp(const struct pctx *x, struct mp_pipe *p)
 #define IX(j, m, r) (((size_t)(j) * (M + 1) + (m)) * (M + 1) + (r))
 	for (size_t i = 0; i < ns; i++)
 		A[i] = DBL_MAX;
-	for (int j = 1; j <= n; j++)
+	for (int j = 1; j <= n; j++) {
+		if (x->o->progress && !(j & 1023))
+			x->o->progress(x->o->progress_ctx, x->order,
+				       (double)j / n);
 		for (int m = 1; m <= M; m++)
 			for (int r = 1; r <= m; r++) {
 				double bv = DBL_MAX, st;
@@ -318,6 +322,7 @@ static double pipe_dp(const struct pctx *x, struct mp_pipe *p)
 				ck[IX(j, m, r)] = bk;
 				cr[IX(j, m, r)] = brp;
 			}
+	}
 	for (int m = 1; m <= M; m++) {
 		if (!x->o->fewer && m != M)
 			continue;
@@ -580,6 +585,7 @@ int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
 
 		pcum_build(g, ord[t], skip, c->dev[0].speed, &pc);
 		x.pc = &pc;
+		x.order = t;
 		per = pipe_dp(&x, &q);
 		if (per < best * (1 - 1e-12)) {
 			best = per;

@@ -322,7 +322,9 @@ struct mp_plan_fmt {
 
 /*
  * Squeeze the priorities into 1..levels keeping their order, by
- * libmercury's rule (so that the hybrid evaluation sees the written tags).
+ * libmercury's rule (so that the hybrid evaluation sees the written tags);
+ * levels 0: into the wire's 1..MERCURY_MAX_TAG, a no-op unless the model
+ * has more tensors than that.
  */
 int mp_plan_squeeze(struct mp_plan *p, unsigned int levels,
 		    struct mp_err *err);
@@ -373,6 +375,13 @@ struct mp_pipe_opts {
 	int memory;		/* check device memory (Mercury's model) */
 	int fewer;		/* may leave devices unused */
 	double bandwidth_Bps;	/* > 0: overrides the cluster's links */
+	/*
+	 * May be NULL: called now and then while the partition is searched
+	 * (about n^2 steps: minutes past 10,000 nodes) with the order being
+	 * tried (0 or 1 of 2) and the share of its prefixes done.
+	 */
+	void (*progress)(void *ctx, int order, double done);
+	void *progress_ctx;
 };
 
 struct mp_pipe_stage {

@@ -405,25 +405,20 @@ static struct json_object *jms(double ms)
 int mp_plan_squeeze(struct mp_plan *p, unsigned int levels,
 		    struct mp_err *err)
 {
-	struct mercury_plan *mp;
+	unsigned int *t = mp_calloc(p->nprio + 1, sizeof(*t));
 	int ret;
 
-	ret = mercury_plan_new(&mp);
-	for (int i = 0; !ret && i < p->nprio; i++) {
-		struct mercury_plan_entry e = {
-			.tensor = p->prio[i].tensor, .tag = p->prio[i].tag,
-		};
-
-		ret = mercury_plan_add(mp, &e);
-	}
-	if (!ret)
-		ret = mercury_plan_set_levels(mp, levels);
+	for (int i = 0; i < p->nprio; i++)
+		t[i] = p->prio[i].tag;
+	/* no --levels: only as far as the wire's tags reach */
+	ret = mercury_plan_squeeze_tags(t, p->nprio,
+					levels ? levels : MERCURY_MAX_TAG);
 	for (int i = 0; !ret && i < p->nprio; i++)
-		p->prio[i].tag = mercury_plan_lookup(mp, p->prio[i].tensor);
+		p->prio[i].tag = t[i];
+	free(t);
 	if (ret)
 		mp_set_err(err, ret, "--levels %u: %s", levels,
 			   mercury_last_error());
-	mercury_plan_free(mp);
 	return ret;
 }
 

@@ -2,10 +2,10 @@
 /*
  * The tensors of a profile as the data plane moves them: sizes scaled by
  * --bytes-scale, sharded evenly over the servers (byte balance, as
- * mercury-sim does), each shard cut into chunks. The profile is read as
- * the simulator reads it (userspace/sim/profile.c over libmercury's one
- * reader), so gates, priorities and compute times are exactly the ones it
- * simulates.
+ * mercury-sim does), each shard cut into chunks. The profile is the
+ * simulator's timeline (mt_profile_load(), userspace/common/profile.c over
+ * libmercury's one reader), so gates, priorities and compute times are
+ * exactly the ones it simulates.
  */
 #include <errno.h>
 #include <math.h>
@@ -80,7 +80,7 @@ void ps_layout_free(struct ps_layout *L)
 {
 	if (!L)
 		return;
-	msim_profile_free(&L->prof);
+	mt_profile_free(&L->prof);
 	free(L->t);
 	free(L->lo);
 	free(L->hi);
@@ -110,11 +110,16 @@ uint32_t ps_chunk_len(const struct ps_layout *L, int t, int s, uint32_t c)
 static int ps_wire_tags(struct ps_layout *L, const struct ps_cfg *cfg,
 			unsigned int lv, char *err, size_t errlen)
 {
+	/*
+	 * squeezed to lv at once: the same tags as set_levels() below, and
+	 * a model of more tensors than the wire has tags builds at all
+	 */
+	MERCURY_OPTS(mercury_plan_opts, po, .levels = lv);
 	struct mercury_plan *p;
 	int i, ret;
 
 	ret = cfg->plan ? mercury_plan_load(cfg->plan, &p) :
-		mercury_plan_from_profile(cfg->profile, NULL, &p);
+		mercury_plan_from_profile(cfg->profile, &po, &p);
 	if (ret) {
 		snprintf(err, errlen, "%s", mercury_last_error());
 		return ret;
@@ -142,6 +147,38 @@ out:
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * The tag in each frame's header: Mercury's wire tag; the other schemes
+ * (untagged sockets) carry the sender's rank, squeezed into the tags a
+ * frame holds by libmercury's rule when the model has more tensors.
+ */
+static int frame_tags(struct ps_layout *L, const struct ps_cfg *cfg,
+		      char *err, size_t errlen)
+{
+	unsigned int *tag;
+	int i, ret;
+
+	if (cfg->scheme == PS_MERCURY) {
+		for (i = 0; i < L->nt; i++)
+			L->t[i].tag = L->t[i].level;
+		return 0;
+	}
+	tag = calloc((size_t)L->nt + 1, sizeof(*tag));
+	if (!tag) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (i = 0; i < L->nt; i++)
+		tag[i] = L->t[i].rank;
+	ret = mercury_plan_squeeze_tags(tag, L->nt, MERCURY_MAX_TAG);
+	for (i = 0; !ret && i < L->nt; i++)
+		L->t[i].tag = tag[i];
+	if (ret)
+		snprintf(err, errlen, "%s", mercury_last_error());
+	free(tag);
+	return ret;
+}
+
 int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		   char *err, size_t errlen)
 {
@@ -150,11 +187,11 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 	int ret;
 
 	memset(L, 0, sizeof(*L));
-	ret = msim_profile_load(cfg->profile, &L->prof, err, errlen);
+	ret = mt_profile_load(cfg->profile, &L->prof, err, errlen);
 	if (ret)
 		return ret;
 	if (cfg->plan) {
-		ret = msim_profile_apply_plan(&L->prof, cfg->plan,
+		ret = mt_profile_apply_plan(&L->prof, cfg->plan,
 					      &L->plan_max_tag, err, errlen);
 		if (ret)
 			goto fail_early;
@@ -207,7 +244,7 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		goto fail;
 	}
 	for (i = 0; i < L->nt; i++) {
-		const struct msim_tensor *m = &L->prof.tensors[i];
+		const struct mt_tensor *m = &L->prof.tensors[i];
 		struct ps_tensor *t = &L->t[i];
 		uint64_t n;
 
@@ -264,6 +301,9 @@ int ps_layout_init(struct ps_layout *L, const struct ps_cfg *cfg,
 		/* 16 bands by forward order, as many tensors in each */
 		t->band = (unsigned int)((uint64_t)i * PS_PRIO_BANDS / L->nt);
 	}
+	ret = frame_tags(L, cfg, err, errlen);
+	if (ret)
+		goto fail;
 	/* Peers must send by the same plan. */
 	for (i = 0; cfg->plan && i < L->nt; i++)
 		h = fnv(h, (uint64_t)L->t[i].rank << 32 | L->t[i].level);

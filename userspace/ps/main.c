@@ -200,17 +200,17 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 			cfg->scheme = b;
 			break;
 		case OPT_CHUNK:
-			if (msim_parse_bytes(a, &b) || b < 4 || b % 4 || b > (1u << 30))
+			if (mt_parse_bytes(a, &b) || b < 4 || b % 4 || b > (1u << 30))
 				BAD("--chunk %s: expected a multiple of 4 from 4 to 1 GiB", a);
 			cfg->chunk = b;
 			break;
 		case OPT_PART:
-			if (msim_parse_bytes(a, &b) || b < 4 || b > (1u << 30))
+			if (mt_parse_bytes(a, &b) || b < 4 || b > (1u << 30))
 				BAD("--partition %s: expected 4 bytes to 1 GiB", a);
 			cfg->partition = b;
 			break;
 		case OPT_CREDIT:
-			if (msim_parse_bytes(a, &b) || b < 1 || b > (1ull << 40))
+			if (mt_parse_bytes(a, &b) || b < 1 || b > (1ull << 40))
 				BAD("--credit %s: expected 1 byte to 1 TiB", a);
 			cfg->credit = b;
 			break;
@@ -231,17 +231,17 @@ int ps_parse_args(int argc, char **argv, struct ps_cfg *cfg)
 				BAD("--tag-source %s: expected mark or priority", a);
 			break;
 		case OPT_TIMEOUT:
-			if (msim_parse_seconds(a, &sec) || sec < 0.05 || sec > 86400)
+			if (mt_parse_seconds(a, &sec) || sec < 0.05 || sec > 86400)
 				BAD("--timeout %s: expected 0.05 s to 1 day", a);
 			cfg->timeout_ms = (int)(sec * 1000);
 			break;
 		case OPT_SNDBUF:
-			if (msim_parse_bytes(a, &b) || b < 1 || b > (1u << 30))
+			if (mt_parse_bytes(a, &b) || b < 1 || b > (1u << 30))
 				BAD("--sndbuf %s: expected 1 byte to 1 GiB", a);
 			cfg->sndbuf = b;
 			break;
 		case OPT_INFLIGHT:
-			if (msim_parse_bytes(a, &b) || b < 1 || b > (1u << 30))
+			if (mt_parse_bytes(a, &b) || b < 1 || b > (1u << 30))
 				BAD("--inflight %s: expected 1 byte to 1 GiB", a);
 			cfg->inflight = b;
 			have_inflight = true;

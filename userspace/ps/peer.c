@@ -110,7 +110,7 @@ int ps_send(struct ps_peer *p, uint32_t tensor_id, unsigned int tag,
 	    uint64_t key, int conn)
 {
 	MERCURY_OPTS(mercury_tx_frame, f, .tensor_id = tensor_id,
-		     .tag = tag > MERCURY_MAX_TAG ? MERCURY_MAX_TAG : tag,
+		     .tag = tag,
 		     .total_len = total, .offset = offset, .data = payload,
 		     .chunk_len = len, .order = key, .pin = conn >= 0,
 		     .conn = conn >= 0 ? (size_t)conn : 0);

@@ -25,7 +25,7 @@
 
 #include <mercury/mercury.h>
 
-#include "msim.h"
+#include "tools.h"
 
 #define PS_PROG		"mercury-ps"
 #define PS_HELLO_ID	0xffffffffu
@@ -80,12 +80,15 @@ struct ps_tensor {
 	unsigned int rank;		/* 1 = most urgent: the sender's order */
 	unsigned int level;		/* mercury: the tag on the wire,
 					 * mercury_plan_wire_tag()'s */
+	unsigned int tag;		/* in the frame header: level
+					 * (mercury), else rank squeezed to
+					 * 1..MERCURY_MAX_TAG */
 	unsigned int band;		/* prio: 0..15, 0 most urgent */
 };
 
 /* Tensors, their shards on the servers and the chunk grid. */
 struct ps_layout {
-	struct msim_profile prof;
+	struct mt_profile prof;
 	int nt;
 	struct ps_tensor *t;
 	uint64_t total_bytes;		/* scaled */
@@ -212,7 +215,7 @@ void ps_sender_report(struct json_object *o, const struct ps_peer *p, int n);
 struct ps_part {
 	uint64_t key;			/* rank << 40 | release order */
 	int tensor, server;
-	unsigned int tag;
+	unsigned int rank;		/* the tensor's: the credit rule */
 	uint64_t total, offset;
 	const uint8_t *payload;
 	uint32_t len;

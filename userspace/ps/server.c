@@ -91,7 +91,7 @@ static int send_pull(struct srv *v, int t, uint64_t off, uint32_t len)
 			conn = -1;		/* the set picks, by rank */
 		else if (v->cfg->scheme == PS_PRIO)
 			conn = T->band;
-		ret = ps_send(&v->peers[w], t, mercury ? T->level : T->rank,
+		ret = ps_send(&v->peers[w], t, T->tag,
 			      v->L.hi[k] - v->L.lo[k], off,
 			      (uint8_t *)v->param + v->poff[t] + off, len,
 			      (uint64_t)T->rank << 40 | (v->seq++ & ((1ull << 40) - 1)),

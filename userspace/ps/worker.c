@@ -145,7 +145,7 @@ static int release(struct wrk *v, int t)
 			struct ps_part o = {
 				.key = (uint64_t)T->rank << 40 |
 				       (v->seq++ & ((1ull << 40) - 1)),
-				.tensor = t, .server = s, .tag = T->rank,
+				.tensor = t, .server = s, .rank = T->rank,
 				.total = v->L.hi[k] - v->L.lo[k],
 				.offset = (uint64_t)c * v->L.chunk,
 				.payload = (uint8_t *)v->grad + T->off + v->L.lo[k] +
@@ -158,7 +158,6 @@ static int release(struct wrk *v, int t)
 				continue;
 			switch (v->cfg->scheme) {
 			case PS_MERCURY:	/* the set picks, by rank */
-				o.tag = T->level;
 				conn = -1;
 				break;
 			case PS_BYTESCHED:	/* waits for credit */
@@ -171,8 +170,8 @@ static int release(struct wrk *v, int t)
 			default:
 				break;
 			}
-			ret = ps_send(&v->peers[s], t, o.tag, o.total, o.offset,
-				      o.payload, o.len, o.key, conn);
+			ret = ps_send(&v->peers[s], t, T->tag, o.total,
+				      o.offset, o.payload, o.len, o.key, conn);
 			if (ret < 0)
 				return ret;
 		}
@@ -201,7 +200,7 @@ static bool gate_open(const struct wrk *v, int call, int64_t *ready)
 /* Run the timeline up to now; returns the next compute deadline (or 0). */
 static int advance(struct wrk *v, int64_t now, int64_t *deadline)
 {
-	const struct msim_profile *P = &v->L.prof;
+	const struct mt_profile *P = &v->L.prof;
 	int ret;
 
 	*deadline = 0;
@@ -465,12 +464,13 @@ static int dispatch(struct wrk *v, int64_t now, int64_t *wake)
 	 * all this worker has in flight therefore goes regardless.
 	 */
 	while (v->cfg->scheme == PS_BYTESCHED && (o = ps_heap_top(&v->heap)) &&
-	       (v->inflight < v->L.credit || o->tag < inflight_min_tag(v))) {
+	       (v->inflight < v->L.credit || o->rank < inflight_min_tag(v))) {
 		v->partitions++;
 		v->bypassed += v->inflight >= v->L.credit;
 		v->inflight += o->len;
 		v->inflight_tag[o->tensor] += o->len;
-		ret = ps_send(&v->peers[o->server], o->tensor, o->tag, o->total,
+		ret = ps_send(&v->peers[o->server], o->tensor,
+			      v->L.t[o->tensor].tag, o->total,
 			      o->offset, o->payload, o->len, o->key, 0);
 		if (ret < 0) {
 			ps_error(v->cfg, "%s", mercury_last_error());
@@ -600,7 +600,7 @@ static uint64_t verify(const struct wrk *v, char *first, size_t len)
 
 static void report(const struct wrk *v, uint64_t bad, const char *first)
 {
-	const struct msim_profile *P = &v->L.prof;
+	const struct mt_profile *P = &v->L.prof;
 	double mean = 0, compute = (P->fwd_ms + P->bwd_ms) * v->X;
 	uint64_t out = 0, in = 0;
 	int i;
@@ -679,7 +679,7 @@ int ps_worker_main(struct ps_cfg *cfg)
 {
 	struct wrk v = { .cfg = cfg, .w = cfg->worker_id, .S = cfg->servers,
 			 .C = ps_nconns(cfg), .N = cfg->iterations, .X = cfg->time_scale };
-	const struct msim_profile *P;
+	const struct mt_profile *P;
 	char err[512], first[512] = "";
 	uint64_t i, bad;
 	int t, s, rc = 1;

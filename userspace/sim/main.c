@@ -47,9 +47,8 @@ static void die(int code, const char *fmt, ...)
 					JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
 	} else {
+		/* one line, as every tool: the problem, not a hint to --help */
 		fprintf(stderr, PROG ": %s\n", buf);
-		if (code == EXIT_USAGE)
-			fprintf(stderr, "Try '" PROG " --help'.\n");
 	}
 	exit(code);
 }
@@ -161,7 +160,7 @@ static void add_ratio(json_object *o, const char *key, double v)
 		json_object_object_add(o, key, json_object_new_double(v));
 }
 
-static json_object *point_json(const struct msim_profile *prof,
+static json_object *point_json(const struct mt_profile *prof,
 			       const struct msim_params *p,
 			       const struct point *pt)
 {
@@ -215,7 +214,7 @@ static void print_num(double v, const char *fmt)
 		printf("%*s", atoi(fmt + 1), "-");
 }
 
-static void print_header(const struct msim_profile *prof,
+static void print_header(const struct mt_profile *prof,
 			 const struct msim_params *p)
 {
 	char b1[32], b2[32];
@@ -278,7 +277,7 @@ static const char plot_gp[] =
 	"}\n"
 	"unset multiplot\n";
 
-static void plot(const char *file, const struct msim_profile *prof,
+static void plot(const char *file, const struct mt_profile *prof,
 		 const struct msim_params *p, const struct point *pts, int n)
 {
 	static const char *const color[MSIM_NSCHEMES] = {
@@ -340,7 +339,7 @@ static void plot(const char *file, const struct msim_profile *prof,
 		die(EXIT_DATA, "--plot: %s", msg);
 }
 
-static void simulate(const struct msim_profile *prof, struct msim_params *p,
+static void simulate(const struct mt_profile *prof, struct msim_params *p,
 		     int scheme, struct point *pt)
 {
 	int s, ret;
@@ -408,7 +407,7 @@ int main(int argc, char **argv)
 	double lo = 1e9, hi = 500e9;
 	int servers_set = 0, sweep = 0, range_set = 0, scheme = -1;
 	struct point pts[MAX_POINTS];
-	struct msim_profile prof;
+	struct mt_profile prof;
 	struct msim_params p;
 	char err[512];
 	int c, i, n = 0;
@@ -440,7 +439,7 @@ int main(int argc, char **argv)
 				die(EXIT_USAGE, "--bandwidth: %s", err);
 			break;
 		case OPT_LATENCY:
-			if (msim_parse_seconds(optarg, &p.latency_s))
+			if (mt_parse_seconds(optarg, &p.latency_s))
 				die(EXIT_USAGE,
 				    "--latency: '%s' is not a time (e.g. 10us, 0.5ms, 1e-5)",
 				    optarg);
@@ -455,21 +454,21 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PARTITION:
 		case OPT_CREDIT:
-			if (msim_parse_bytes(optarg, c == OPT_PARTITION ?
-					     &p.partition : &p.credit))
+			if (mt_parse_bytes(optarg, c == OPT_PARTITION ?
+					   &p.partition : &p.credit))
 				die(EXIT_USAGE,
 				    "%s: '%s' is not a positive byte count (e.g. 4000000, 4mb, 4mib)",
 				    c == OPT_PARTITION ? "--partition" :
 				    "--credit", optarg);
 			break;
 		case OPT_OVERHEAD:
-			if (msim_parse_seconds(optarg, &p.msg_overhead_s))
+			if (mt_parse_seconds(optarg, &p.msg_overhead_s))
 				die(EXIT_USAGE,
 				    "--msg-overhead: '%s' is not a time (e.g. 50us)",
 				    optarg);
 			break;
 		case OPT_FCOST:
-			if (msim_parse_seconds(optarg, &p.frame_cost_s))
+			if (mt_parse_seconds(optarg, &p.frame_cost_s))
 				die(EXIT_USAGE,
 				    "--frame-cost: '%s' is not a time (e.g. 3us)",
 				    optarg);
@@ -481,7 +480,7 @@ int main(int argc, char **argv)
 		case OPT_SLICE:
 			if (!strcmp(optarg, "0")) {
 				p.slice = 0;
-			} else if (msim_parse_bytes(optarg, &p.slice)) {
+			} else if (mt_parse_bytes(optarg, &p.slice)) {
 				die(EXIT_USAGE,
 				    "--slice: '%s' is not 0 or a positive byte count",
 				    optarg);
@@ -490,7 +489,7 @@ int main(int argc, char **argv)
 		case OPT_CHUNK:
 			if (!strcmp(optarg, "auto"))
 				p.chunk = 0;
-			else if (msim_parse_bytes(optarg, &p.chunk))
+			else if (mt_parse_bytes(optarg, &p.chunk))
 				die(EXIT_USAGE,
 				    "--chunk: '%s' is not a positive byte count (e.g. 65536, 64kib, 1448)",
 				    optarg);
@@ -567,11 +566,11 @@ int main(int argc, char **argv)
 	if (msim_params_check(&p, err, sizeof(err)))
 		die(EXIT_USAGE, "%s", err);
 
-	if (msim_profile_load(profile, &prof, err, sizeof(err)))
+	if (mt_profile_load(profile, &prof, err, sizeof(err)))
 		die(EXIT_DATA, "%s", err);
-	if (plan && msim_profile_apply_plan(&prof, plan, &plan_max_tag, err,
-					    sizeof(err))) {
-		msim_profile_free(&prof);
+	if (plan && mt_profile_apply_plan(&prof, plan, &plan_max_tag, err,
+					  sizeof(err))) {
+		mt_profile_free(&prof);
 		die(EXIT_DATA, "%s", err);
 	}
 	if (print_prio) {
@@ -579,7 +578,7 @@ int main(int argc, char **argv)
 		for (i = 0; i < prof.ntensors; i++)
 			printf("%s\t%ld\t%d\n", prof.tensors[i].name,
 			       prof.tensors[i].prio, prof.tensors[i].gate);
-		msim_profile_free(&prof);
+		mt_profile_free(&prof);
 		return 0;
 	}
 
@@ -657,6 +656,6 @@ int main(int argc, char **argv)
 	}
 	if (plotfile && !json_mode)
 		plot(plotfile, &prof, &p, pts, n);
-	msim_profile_free(&prof);
+	mt_profile_free(&prof);
 	return 0;
 }

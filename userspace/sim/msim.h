@@ -11,28 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One parameter tensor: its gradient is pushed, its parameter pulled. */
-struct msim_tensor {
-	char *name;		/* parameter name from the profile */
-	uint64_t bytes;		/* payload on the wire (4 * numel) */
-	double ready_ms;	/* gradient ready, since backward start */
-	int gate;		/* forward call that needs it */
-	long prio;		/* send priority, smaller = more urgent:
-				 * gate, or the plan's tag (--plan) */
-};
-
-/* A profile reduced to what the simulator needs. */
-struct msim_profile {
-	char *model;		/* model name */
-	int ncalls;		/* forward calls, in execution order */
-	double *call_ms;	/* compute attributed to each call */
-	double prelude_ms;	/* forward compute before the first call */
-	double fwd_ms;		/* forward total (prelude + sum call_ms) */
-	double bwd_ms;		/* backward total */
-	int ntensors;
-	struct msim_tensor *tensors;	/* in gradient-ready order */
-	uint64_t total_bytes;	/* sum of tensor bytes */
-};
+/* the profile as a timeline (struct mt_profile), shared with mercury-ps */
+#include "tools.h"
 
 enum msim_scheme {
 	MSIM_VANILLA,		/* stock PS: backward order, whole tensors */
@@ -89,27 +69,11 @@ struct msim_result {
 /* Defaults; documented in Documentation/simulator.md. */
 void msim_params_default(struct msim_params *p);
 
-/* Load an h200 *.json or pipedream *.graph.txt profile.  Returns 0 or a
- * negative errno; on error err holds a one-line reason. */
-int msim_profile_load(const char *path, struct msim_profile *prof,
-		      char *err, size_t errlen);
-void msim_profile_free(struct msim_profile *prof);
-
-/*
- * Take every tensor's send priority from the plan at path (libmercury's
- * loader: a tag per tensor name); the gates stay the profile's. A tensor
- * the plan does not name is an error naming it. On success *max_tag is
- * the largest tag among the profile's tensors. 0 or negative errno with
- * a reason in err.
- */
-int msim_profile_apply_plan(struct msim_profile *prof, const char *path,
-			    unsigned int *max_tag, char *err, size_t errlen);
-
 /* Check the parameters; 0 or -EINVAL with a reason in err. */
 int msim_params_check(const struct msim_params *p, char *err, size_t errlen);
 
 /* Simulate one scheme; 0 or negative errno. */
-int msim_run(const struct msim_profile *prof, const struct msim_params *p,
+int msim_run(const struct mt_profile *prof, const struct msim_params *p,
 	     enum msim_scheme scheme, struct msim_result *res);
 
 const char *msim_scheme_name(enum msim_scheme s);
@@ -125,12 +89,7 @@ double msim_stream_frames(uint64_t bytes, int servers, uint64_t chunk);
  * time on a worker's path covers the per-frame cost. */
 uint64_t msim_auto_chunk(const struct msim_params *p);
 
-double msim_balanced_bps(const struct msim_profile *prof,
+double msim_balanced_bps(const struct mt_profile *prof,
 			 const struct msim_params *p);
-
-/* Option value parsers; 0 or -EINVAL. */
-int msim_parse_rate(const char *s, double *bps);
-int msim_parse_seconds(const char *s, double *sec);
-int msim_parse_bytes(const char *s, uint64_t *bytes);
 
 #endif

@@ -91,7 +91,7 @@ struct msim_link {
 };
 
 struct msim_state {
-	const struct msim_profile *prof;
+	const struct mt_profile *prof;
 	const struct msim_params *par;
 	enum msim_scheme scheme;
 	uint64_t chunk;		/* streaming-aggregation unit in force */
@@ -220,7 +220,7 @@ uint64_t msim_auto_chunk(const struct msim_params *p)
 	return c;
 }
 
-double msim_balanced_bps(const struct msim_profile *prof,
+double msim_balanced_bps(const struct mt_profile *prof,
 			 const struct msim_params *p)
 {
 	double share = path_share(p);
@@ -513,7 +513,7 @@ double msim_stream_frames(uint64_t bytes, int servers, uint64_t unit)
  * paths have the same rate); the pull twin pays the same. */
 static int build_messages(struct msim_state *s)
 {
-	const struct msim_profile *prof = s->prof;
+	const struct mt_profile *prof = s->prof;
 	const struct msim_params *par = s->par;
 	int bs = s->scheme == MSIM_BYTESCHED;
 	int whole = bs || s->scheme == MSIM_VANILLA;
@@ -661,7 +661,7 @@ static int on_pull_arrived(struct msim_state *s, int mi, double now)
  * backward start). */
 static int run_network(struct msim_state *s)
 {
-	const struct msim_profile *prof = s->prof;
+	const struct mt_profile *prof = s->prof;
 	double scale = s->par->time_scale / 1e3;
 	int i, ret = 0;
 
@@ -709,7 +709,7 @@ static int run_network(struct msim_state *s)
 	return ret;
 }
 
-int msim_run(const struct msim_profile *prof, const struct msim_params *p,
+int msim_run(const struct mt_profile *prof, const struct msim_params *p,
 	     enum msim_scheme scheme, struct msim_result *res)
 {
 	double scale = p->time_scale / 1e3, share, t, prev_end = 0, sum = 0;

@@ -30,6 +30,10 @@ int mctl_main(int argc, char **argv);
 
 /* ---- options --------------------------------------------------------- */
 
+/*
+ * mercuryctl's options are libmercury's grammar with the kernel's ranges
+ * (the grammar itself is tested in userspace/lib/tests/test_qdisc.c).
+ */
 static void test_parse_every_option(void **state)
 {
 	char *argv[] = { "levels", "4096", "tag", "priority", "shift", "4",
@@ -37,24 +41,17 @@ static void test_parse_every_option(void **state)
 			 "untagged_share", "15", "flow_order", "off",
 			 "flows", "2048", "limit", "777", "memory_limit", "4Mb",
 			 "quantum", "9000", "bypass", "off" };
-	struct mercury_qdisc_opts o;
+	struct mercury_qdisc_opts o, lib;
 	char err[128] = "";
 
 	(void)state;
 	assert_int_equal(mctl_parse_opts(24, argv, &o, err, sizeof(err)), 0);
 	assert_int_equal(o.set, MCTL_ALL_OPTS);
-	assert_int_equal(o.levels, 4096);
-	assert_int_equal(o.source, TC_MERCURY_TAG_PRIORITY);
-	assert_int_equal(o.shift, 4);
-	assert_int_equal(o.mask, 0x1fff);
-	assert_int_equal(o.untagged, TC_MERCURY_UNTAGGED_LAST);
-	assert_int_equal(o.share, 15);
-	assert_int_equal(o.flow_order, 0);
-	assert_int_equal(o.bypass, 0);
-	assert_int_equal(o.flows, 2048);
-	assert_int_equal(o.limit, 777);
+	assert_int_equal(mercury_qdisc_opts_parse(24, argv,
+						  MERCURY_QDISC_PARSE_RANGES,
+						  &lib, sizeof(lib)), 0);
+	assert_memory_equal(&o, &lib, sizeof(o));
 	assert_int_equal(o.memory_limit, 4u << 20);
-	assert_int_equal(o.quantum, 9000);
 }
 
 static void test_parse_only_given(void **state)
@@ -71,7 +68,11 @@ static void test_parse_only_given(void **state)
 	assert_int_equal(o.set, 0);
 }
 
-/* Every bad value is refused with the option's name and rule. */
+/*
+ * Every bad value is refused with the option's name and rule: one
+ * message, libmercury's (the grammar tc's plugin links), with the
+ * kernel's ranges checked before anything is sent.
+ */
 static void test_parse_bad_values(void **state)
 {
 	static const struct {
@@ -84,22 +85,24 @@ static void test_parse_bad_values(void **state)
 		{ "levels", "", "levels must be 1..65534, not ''" },
 		{ "tag", "foo", "tag must be mark, priority or dscp, not 'foo'" },
 		{ "tag", "DSCP", "tag must be mark, priority or dscp, not 'DSCP'" },
-		{ "shift", "32", "shift must be 0..31, not '32'" },
-		{ "mask", "0", "mask must be a non-zero u32, not '0'" },
-		{ "mask", "0x100000000", "mask must be a non-zero u32, not '0x100000000'" },
+		{ "shift", "32", "shift must be 0..31 bits, not '32'" },
+		{ "mask", "0", "mask must be 0x1..0xffffffff, not '0'" },
+		{ "mask", "0x100000000", "mask must be 0x1..0xffffffff, not '0x100000000'" },
 		{ "untagged", "middle", "untagged must be first or last, not 'middle'" },
 		{ "untagged_share", "91", "untagged_share must be 0..90 percent, not '91'" },
-		{ "flow_order", "maybe", "flow_order must be on or off, not 'maybe'" },
+		{ "flow_order", "maybe", "flow_order must be off or on, not 'maybe'" },
 		{ "flows", "0", "flows must be 1..65536, not '0'" },
 		{ "flows", "65537", "flows must be 1..65536, not '65537'" },
-		{ "limit", "0", "limit must be at least 1 packet, not '0'" },
-		{ "limit", "4294967296", "limit must be at least 1 packet, not '4294967296'" },
-		{ "memory_limit", "0", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '0'" },
-		{ "memory_limit", "2147483649", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '2147483649'" },
-		{ "memory_limit", "3gb", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '3gb'" },
-		{ "memory_limit", "4parsecs", "memory_limit must be 1 byte..2 GiB (a size: 4Mb, 512kb), not '4parsecs'" },
-		{ "quantum", "255", "quantum must be 256..1048576 bytes, not '255'" },
-		{ "quantum", "1048577", "quantum must be 256..1048576 bytes, not '1048577'" },
+		{ "limit", "0", "limit must be 1..4294967295 packets, not '0'" },
+		{ "limit", "4294967296", "limit must be 1..4294967295 packets, not '4294967296'" },
+		{ "memory_limit", "0", "memory_limit must be 1..2147483648 bytes (a size: 512kb, 1.5m), not '0'" },
+		{ "memory_limit", "2147483649", "memory_limit must be 1..2147483648 bytes (a size: 512kb, 1.5m), not '2147483649'" },
+		{ "memory_limit", "3gb", "memory_limit must be 1..2147483648 bytes (a size: 512kb, 1.5m), not '3gb'" },
+		{ "memory_limit", "4parsecs", "memory_limit must be 1..2147483648 bytes (a size: 512kb, 1.5m), not '4parsecs'" },
+		{ "memory_limit", "1.3m", "memory_limit must be 1..2147483648 bytes (a size: 512kb, 1.5m), not '1.3m'" },
+		{ "quantum", "255", "quantum must be 256..1048576 bytes (a size: 512kb, 1.5m), not '255'" },
+		{ "quantum", "1048577", "quantum must be 256..1048576 bytes (a size: 512kb, 1.5m), not '1048577'" },
+		{ "bypass", "sometimes", "bypass must be off or on, not 'sometimes'" },
 	};
 	struct mercury_qdisc_opts o;
 	char err[160];
@@ -130,83 +133,65 @@ static void test_parse_structure_errors(void **state)
 	assert_string_equal(err, "option levels needs a value");
 }
 
-static void test_sizes(void **state)
+/*
+ * Sizes as tc reads them, by the one grammar: "memory_limit 1.5m" is the
+ * 1572864 bytes tc sends, here as in tc's plugin (it was refused here
+ * while tc and mercury-apply took it).
+ */
+static void test_tc_sizes(void **state)
 {
 	static const struct {
 		const char *s;
-		int ok;
-		uint32_t v;
+		uint32_t v;		/* 0: refused */
 	} t[] = {
-		{ "3028", 1, 3028 }, { "3028b", 1, 3028 }, { "4kb", 1, 4096 },
-		{ "4K", 1, 4096 }, { "32Mb", 1, 32u << 20 }, { "1m", 1, 1u << 20 },
-		{ "2gb", 1, 2u << 30 }, { "8kbit", 1, 1024 }, { "1mbit", 1, 131072 },
-		{ "3gb", 1, 3u << 30 }, { "4gb", 0, 0 }, { "1.5kb", 0, 0 },
-		{ "-1", 0, 0 }, { "kb", 0, 0 }, { "", 0, 0 }, { "12 kb", 0, 0 },
-		{ "1bit", 0, 0 }, { "4294967295", 1, 4294967295u },
-		{ "4294967296", 0, 0 },
+		{ "1.5m", 1572864 }, { "1.5M", 1572864 }, { "1.5mb", 1572864 },
+		{ "1.5kb", 1536 }, { "0.25g", 1u << 28 }, { "3028", 3028 },
+		{ "3028b", 3028 }, { "4kb", 4096 }, { "4K", 4096 },
+		{ "32Mb", 32u << 20 }, { "1m", 1u << 20 }, { "2gb", 2u << 30 },
+		{ "8kbit", 1024 }, { "1mbit", 131072 },
+		/* a fraction of a byte, above the kernel's 2 GiB, not sizes */
+		{ "1.3m", 0 }, { "1.5", 0 }, { "3gb", 0 }, { "-1", 0 },
+		{ "kb", 0 }, { "", 0 }, { "12 kb", 0 }, { "1bit", 0 },
 	};
-	uint32_t v;
+	struct mercury_qdisc_opts o;
+	char *argv[2] = { "memory_limit" }, err[160];
 	size_t i;
+	int rc;
 
 	(void)state;
 	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		v = 0;
-		if (t[i].ok) {
-			assert_int_equal(mctl_parse_size(t[i].s, &v), 0);
-			assert_int_equal(v, t[i].v);
-		} else {
-			assert_int_equal(mctl_parse_size(t[i].s, &v), -EINVAL);
-		}
+		argv[1] = (char *)t[i].s;
+		rc = mctl_parse_opts(2, argv, &o, err, sizeof(err));
+		if (t[i].v && (rc || o.memory_limit != t[i].v))
+			fail_msg("memory_limit %s: %s (%u bytes), not %u",
+				 t[i].s, rc ? err : "ok", o.memory_limit,
+				 t[i].v);
+		if (!t[i].v && rc != -EINVAL)
+			fail_msg("memory_limit %s: taken as %u bytes", t[i].s,
+				 o.memory_limit);
 	}
 }
 
-/*
- * mercury-apply is a shell script: its norm_size() (what tc will store for
- * memory_limit and quantum) must read every size as mercuryctl, i.e.
- * libmercury, does: k = 1024, bits binary, bad units refused.
- */
-static void test_apply_sizes(void **state)
+/* The kernel's defaults are <linux/mercury.h>'s: mercuryctl has no copy. */
+static void test_defaults(void **state)
 {
-	static const char *const t[] = {
-		"64k", "64K", "64kb", "1m", "1Mb", "1g", "3gb", "3028", "3028b",
-		"8kbit", "1mbit", "1gbit", "4294967295", "4294967296", "4gb",
-		"4q", "1bit", "-1", "kb", "12 kb", "64kib",
-	};
-	char cmd[512], out[64];
-	uint32_t v;
-	size_t i;
+	struct mercury_qdisc_opts o;
 
 	(void)state;
-	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		FILE *f;
-		int rc, ours;
-
-		snprintf(cmd, sizeof(cmd),
-			 "bash -c 'eval \"$(sed -n \"/^norm_size()/,/^}/p\" ../../scripts/mercury-apply)\"; norm_size \"$1\"' x '%s' 2>/dev/null",
-			 t[i]);
-		f = popen(cmd, "r");
-		assert_non_null(f);
-		out[0] = 0;
-		if (!fgets(out, sizeof(out), f))
-			out[0] = 0;
-		rc = pclose(f);
-		ours = mctl_parse_size(t[i], &v);
-		/* tc takes fractions ("1.5k"); neither tool is asked them here */
-		if (!strcmp(t[i], "64kib")) {
-			/* libmercury's alias; tc does not know it, so neither
-			 * may mercury-apply */
-			assert_int_not_equal(rc, 0);
-			continue;
-		}
-		if (ours) {
-			if (rc == 0)
-				fail_msg("%s: mercury-apply takes it as %s", t[i], out);
-		} else {
-			if (rc != 0 || strtoul(out, NULL, 10) != v)
-				fail_msg("%s: mercury-apply %s (rc %d), mercuryctl %u",
-					 t[i], out, rc, v);
-		}
-	}
+	mctl_opts_defaults(&o);
+	assert_int_equal(o.set, 0);
+	assert_int_equal(o.levels, TC_MERCURY_DEF_LEVELS);
+	assert_int_equal(o.flows, TC_MERCURY_DEF_FLOWS);
+	assert_int_equal(o.mask, TC_MERCURY_DEF_MASK);
+	assert_int_equal(o.limit, TC_MERCURY_DEF_LIMIT);
+	assert_int_equal(o.memory_limit, TC_MERCURY_DEF_MEMORY_LIMIT);
+	assert_int_equal(o.quantum, TC_MERCURY_DEF_QUANTUM);
+	assert_int_equal(o.source, TC_MERCURY_DEF_TAG_SOURCE);
+	assert_int_equal(o.shift, TC_MERCURY_DEF_SHIFT);
+	assert_int_equal(o.untagged, TC_MERCURY_DEF_UNTAGGED);
+	assert_int_equal(o.share, TC_MERCURY_DEF_SHARE);
+	assert_int_equal(o.flow_order, TC_MERCURY_DEF_FLOW_ORDER);
+	assert_int_equal(o.bypass, TC_MERCURY_DEF_BYPASS);
 }
 
 static void test_merge_and_check(void **state)
@@ -223,7 +208,7 @@ static void test_merge_and_check(void **state)
 	assert_int_equal(mctl_parse_opts(4, argv, &o, err, sizeof(err)), 0);
 	mctl_opts_merge(&base, &o);
 	assert_int_equal(base.levels, 300);
-	assert_int_equal(base.flows, MCTL_DEF_FLOWS);	/* kept */
+	assert_int_equal(base.flows, TC_MERCURY_DEF_FLOWS);	/* kept */
 	assert_int_equal(mctl_check_opts(&base, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "levels 300 exceeds the largest tag mask 0xff can give");
 
@@ -714,6 +699,152 @@ static void test_check_cli(void **state)
 	unlink(path);
 }
 
+/* ---- apply: the configuration file and what differs ------------------ */
+
+static void test_conf_parse(void **state)
+{
+	char text[] = "# IFACE OPTIONS\n"
+		      "eth0  levels 4096 untagged last   # the uplink\n"
+		      "\n   \t\n"
+		      "\teth1\tlevels\t64\r\n"
+		      "eth2\n"
+		      "#eth3 levels 8\n"
+		      "eth0 levels 8";
+	struct mctl_conf_line *l;
+	char err[128], big[4096];
+	size_t n, used;
+	int i;
+
+	(void)state;
+	assert_int_equal(mctl_conf_parse(text, &l, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 4);
+	assert_string_equal(l[0].dev, "eth0");
+	assert_int_equal(l[0].argc, 4);
+	assert_string_equal(l[0].argv[3], "last");
+	assert_string_equal(l[1].dev, "eth1");
+	assert_int_equal(l[1].argc, 2);
+	assert_string_equal(l[1].argv[1], "64");
+	assert_string_equal(l[2].dev, "eth2");
+	assert_int_equal(l[2].argc, 0);
+	assert_string_equal(l[3].dev, "eth0");
+	free(l);
+
+	/* an empty file is no line, not an error */
+	text[0] = '\0';
+	assert_int_equal(mctl_conf_parse(text, &l, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	free(l);
+
+	/* more words than a line holds */
+	used = snprintf(big, sizeof(big), "\neth0");
+	for (i = 0; i <= MCTL_CONF_MAX_WORDS; i++)
+		used += snprintf(big + used, sizeof(big) - used, " w");
+	assert_int_equal(mctl_conf_parse(big, &l, &n, err, sizeof(err)), -E2BIG);
+	assert_string_equal(err, "line 2: more than 64 option words");
+}
+
+/* Compared in the printed form: 1M is 1048576, off is 0. */
+static void test_apply_diff(void **state)
+{
+	char *line[] = { "levels", "64", "memory_limit", "1M", "flow_order",
+			 "off", "untagged", "last" };
+	struct mercury_qdisc_opts want, have;
+	char diff[256], err[128];
+
+	(void)state;
+	assert_int_equal(mctl_parse_opts(8, line, &want, err, sizeof(err)), 0);
+	mctl_opts_defaults(&have);
+	have.set = MCTL_ALL_OPTS & ~MCTL_BIT(TCA_MERCURY_UNTAGGED);
+	have.levels = 4096;
+	assert_int_equal(mctl_apply_diff(&want, &have, diff, sizeof(diff)),
+			 MCTL_BIT(TCA_MERCURY_LEVELS) |
+			 MCTL_BIT(TCA_MERCURY_UNTAGGED) |
+			 MCTL_BIT(TCA_MERCURY_FLOW_ORDER) |
+			 MCTL_BIT(TCA_MERCURY_MEMORY_LIMIT));
+	assert_string_equal(diff, "levels 4096 -> 64; untagged unset -> last; flow_order on -> off; memory_limit 32Mb -> 1Mb");
+
+	/* what the kernel holds after the change: nothing differs */
+	mctl_opts_merge(&have, &want);
+	assert_int_equal(mctl_apply_diff(&want, &have, diff, sizeof(diff)), 0);
+	assert_string_equal(diff, "");
+	/* an option the line does not name is never compared */
+	have.limit = 5;
+	assert_int_equal(mctl_apply_diff(&want, &have, diff, sizeof(diff)), 0);
+}
+
+/*
+ * The applier's command line and file, as far as they go without the
+ * module (selftests/mercury_install.sh runs it against the kernel).
+ */
+static void test_apply_cli(void **state)
+{
+	char out[4096], err[4096], conf[] = "/tmp/mctl-conf-XXXXXX";
+	FILE *f;
+	int fd;
+
+	(void)state;
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "--bogus"),
+				 ARGV("mercuryctl", "apply", "--bogus"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_non_null(strstr(err, "mercuryctl apply: unknown option '--bogus'\n"));
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "-c"),
+				 ARGV("mercuryctl", "apply", "-c"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "--remove"),
+				 ARGV("mercuryctl", "apply", "--remove"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "-j", "apply"),
+				 ARGV("mercuryctl", "-j", "apply"),
+				 out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "--help"),
+				 ARGV("mercuryctl", "apply", "--help"),
+				 out, sizeof(out), err, sizeof(err)), 0);
+	assert_non_null(strstr(out, "--dry-run"));
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "--version"),
+				 ARGV("mercuryctl", "apply", "--version"),
+				 out, sizeof(out), err, sizeof(err)), 0);
+	assert_int_equal(strncmp(out, "mercuryctl ", 11), 0);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "-c", "/nonexistent/m.conf"),
+				 ARGV("mercuryctl", "apply", "-c", "/nonexistent/m.conf"),
+				 out, sizeof(out), err, sizeof(err)), 1);
+	assert_string_equal(err, "mercuryctl apply: cannot read /nonexistent/m.conf: No such file or directory\n");
+
+	fd = mkstemp(conf);
+	assert_true(fd >= 0);
+	close(fd);
+	/* nothing configured: nothing to do */
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "-c", conf),
+				 ARGV("mercuryctl", "apply", "-c", conf),
+				 out, sizeof(out), err, sizeof(err)), 0);
+	assert_non_null(strstr(out, "no interface configured in"));
+
+	/* each line's error names the interface and the words; the file
+	 * is read before anything is asked of the kernel
+	 */
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "lo levels\nlo2 levels 8 colour blue\nlo3 levels 0\n"
+		   "lo4 memory_limit 1.3m\nlo5 levels 300 mask 0xff\n");
+	fclose(f);
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "-n", "-c", conf),
+				 ARGV("mercuryctl", "apply", "-n", "-c", conf),
+				 out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "mercuryctl apply: lo: options must be KEY VALUE pairs in "));
+	assert_non_null(strstr(err, ": 'levels'\n"));
+	assert_non_null(strstr(err, "mercuryctl apply: lo2: bad option 'colour blue' in "));
+	assert_non_null(strstr(err, ": unknown option 'colour'\n"));
+	assert_non_null(strstr(err, "mercuryctl apply: lo3: bad option 'levels 0' in "));
+	assert_non_null(strstr(err, ": levels must be 1..65534, not '0'\n"));
+	assert_non_null(strstr(err, "lo4: bad option 'memory_limit 1.3m'"));
+	assert_string_equal(out, "");
+	/* one interface named: only its line */
+	assert_int_equal(run_cli(ARGC("mercuryctl", "apply", "-c", conf, "lo9"),
+				 ARGV("mercuryctl", "apply", "-c", conf, "lo9"),
+				 out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "mercuryctl apply: lo9: not configured in "));
+	unlink(conf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -721,8 +852,8 @@ int main(void)
 		cmocka_unit_test(test_parse_only_given),
 		cmocka_unit_test(test_parse_bad_values),
 		cmocka_unit_test(test_parse_structure_errors),
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_apply_sizes),
+		cmocka_unit_test(test_tc_sizes),
+		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_merge_and_check),
 		cmocka_unit_test(test_sprint),
 		cmocka_unit_test(test_text),
@@ -733,6 +864,9 @@ int main(void)
 		cmocka_unit_test(test_cli_errors),
 		cmocka_unit_test(test_check_plan),
 		cmocka_unit_test(test_check_cli),
+		cmocka_unit_test(test_conf_parse),
+		cmocka_unit_test(test_apply_diff),
+		cmocka_unit_test(test_apply_cli),
 	};
 
 	return cmocka_run_group_tests_name("mercuryctl", tests, NULL, NULL);

@@ -18,6 +18,42 @@ void mercury_pr(enum mercury_log_level level, const char *fmt, ...)
 /* Is a log callback installed (would mercury_pr() say anything)? */
 bool mercury_log_enabled(void);
 
+/*
+ * parse.c, for the qdisc's option grammar: a size as tc's get_size()
+ * reads it, mercury_parse_size() plus a decimal fraction whose product
+ * is whole bytes (1.5m); a number as tc's get_u32(.., 0) reads it
+ * (decimal, 0x hex, 0 octal). -EINVAL / -ERANGE with the message set.
+ */
+int mercury_parse_tc_size(const char *s, uint64_t max, uint64_t *bytes);
+int mercury_parse_tc_uint(const char *s, uint64_t max, uint64_t *v);
+
+/*
+ * qdisc_opts.c: the qdisc's options, one row per TCA_MERCURY_*
+ * attribute (index attr - 1): the field it fills, tc's word for it, how
+ * its value is spelled, the kernel policy's range. The grammar, the
+ * netlink encoder and decoder (qdisc.c) all walk it.
+ */
+enum mercury_qdisc_kind {
+	MERCURY_QDISC_NUM,		/* a number, printed in decimal */
+	MERCURY_QDISC_HEX,		/* a number, printed 0x... */
+	MERCURY_QDISC_SIZE,		/* bytes, with tc's size units */
+	MERCURY_QDISC_WORD,		/* value i is words[i] */
+};
+
+struct mercury_qdisc_attr {
+	const char *name;		/* tc's word */
+	uint16_t attr;			/* TCA_MERCURY_* */
+	uint8_t bits;			/* 8 or 32 */
+	uint8_t kind;			/* enum mercury_qdisc_kind */
+	size_t off;			/* in struct mercury_qdisc_opts */
+	uint32_t min, max;		/* the kernel policy's range */
+	const char *unit;		/* after the range in messages */
+	const char *const *words;	/* MERCURY_QDISC_WORD */
+};
+
+extern const struct mercury_qdisc_attr mercury_qdisc_attrs[];
+extern const size_t mercury_qdisc_nattrs;
+
 /* plan.c: "mark", "priority", "dscp"; NULL for any other value */
 const char *mercury_source_name(int source);
 

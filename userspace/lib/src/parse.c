@@ -7,17 +7,27 @@
  * options go through: k, m, g are binary multiples of bytes. Rates follow
  * tc's get_rate(): decimal multiples of bits per second, "bps" bytes per
  * second. The two are different units on purpose and are never mixed.
+ * The qdisc's option grammar (qdisc_opts.c) reads its numbers here too,
+ * with tc's decimal fractions of a size and tc's 0x and 0 prefixes.
  */
 #include <ctype.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "internal.h"
 
-MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
-				   uint64_t *bytes)
+/* 10^n for the digits of a fraction (at most SIZE_FRAC_DIGITS) */
+#define SIZE_FRAC_DIGITS	9
+
+/*
+ * The one size reader. frac: tc's decimal fraction (1.5m), taken only
+ * when the product is whole bytes, so no byte is rounded away.
+ */
+static int parse_size(const char *s, uint64_t max, bool frac,
+		      uint64_t *bytes)
 {
 	static const struct {
 		const char *unit;
@@ -31,8 +41,10 @@ MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
 		{ "kbit", 1ULL << 7 }, { "mbit", 1ULL << 17 },
 		{ "gbit", 1ULL << 27 },
 	};
+	uint64_t num = 0, den = 1, part;
 	unsigned long long v;
-	size_t i;
+	const char *p;
+	size_t i, n;
 	char *end;
 
 	if (!s || !bytes)
@@ -46,12 +58,37 @@ MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
 	v = strtoull(s, &end, 10);
 	if (errno == ERANGE)
 		return mercury_err(ERANGE, "size \"%s\": too large", s);
+	if (frac && *end == '.' && isdigit((unsigned char)end[1])) {
+		/* the digits after the point, trailing zeros dropped */
+		p = ++end;
+		while (isdigit((unsigned char)*end))
+			end++;
+		for (n = end - p; n && p[n - 1] == '0'; n--)
+			;
+		if (n > SIZE_FRAC_DIGITS)
+			return mercury_err(EINVAL,
+					   "size \"%s\": more than %d decimals",
+					   s, SIZE_FRAC_DIGITS);
+		for (i = 0; i < n; i++) {
+			num = num * 10 + (uint64_t)(p[i] - '0');
+			den *= 10;
+		}
+	}
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcasecmp(end, units[i].unit))
 			continue;
 		if (v > UINT64_MAX / units[i].mult)
 			return mercury_err(ERANGE, "size \"%s\": too large", s);
 		v *= units[i].mult;
+		/* num < 10^9 and mult <= 2^30: no overflow */
+		part = num * units[i].mult;
+		if (part % den)
+			return mercury_err(EINVAL,
+					   "size \"%s\": not a whole number of bytes",
+					   s);
+		if (v > UINT64_MAX - part / den)
+			return mercury_err(ERANGE, "size \"%s\": too large", s);
+		v += part / den;
 		if (v > max)
 			return mercury_err(ERANGE,
 					   "size \"%s\": above %llu bytes", s,
@@ -62,6 +99,40 @@ MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
 	return mercury_err(EINVAL,
 			   "size \"%s\": unknown unit \"%s\" (b, k, m, g: 1024 bytes; kbit, mbit, gbit)",
 			   s, end);
+}
+
+MERCURY_API int mercury_parse_size(const char *s, uint64_t max,
+				   uint64_t *bytes)
+{
+	return parse_size(s, max, false, bytes);
+}
+
+int mercury_parse_tc_size(const char *s, uint64_t max, uint64_t *bytes)
+{
+	return parse_size(s, max, true, bytes);
+}
+
+int mercury_parse_tc_uint(const char *s, uint64_t max, uint64_t *v)
+{
+	unsigned long long n;
+	char *end;
+
+	if (!s || !v)
+		return mercury_err(EINVAL, "number: NULL argument");
+	/* strtoull would take a sign and spaces, which tc's words never are */
+	if (!isdigit((unsigned char)*s))
+		return mercury_err(EINVAL, "number \"%s\": not a whole number",
+				   s);
+	errno = 0;
+	n = strtoull(s, &end, 0);
+	if (*end)
+		return mercury_err(EINVAL, "number \"%s\": not a whole number",
+				   s);
+	if (errno == ERANGE || n > max)
+		return mercury_err(ERANGE, "number \"%s\": above %llu", s,
+				   (unsigned long long)max);
+	*v = n;
+	return 0;
 }
 
 MERCURY_API int mercury_parse_rate(const char *s, double bare_bits,

@@ -42,6 +42,12 @@
 
 #include "internal.h"
 
+/*
+ * Bytes of one plan entry: at most 2^53, what any JSON reader holds
+ * exactly (the builder and the loader both check it).
+ */
+#define MAX_PLAN_BYTES (1LL << 53)
+
 struct plan_entry {
 	char *tensor;
 	char *src;
@@ -184,16 +190,57 @@ static int cmp_uint(const void *a, const void *b)
 /*
  * The tag rule's squeeze, the only one in Mercury (every tool sends a
  * plan through mercury_plan_set_levels() or the levels of the load and
- * profile opts, and reads tags with mercury_plan_wire_tag()): the
- * distinct tags ranked 1..n in ascending order; with n <= levels the
- * ranks themselves (dense tags), otherwise rank r becomes
- * 1 + (r - 1) * levels / n. Callers squeeze only a plan whose tags go
- * above levels: tags that fit go on the wire as they are.
+ * profile opts, and reads tags with mercury_plan_wire_tag(); a builder of
+ * more than MERCURY_MAX_TAG tensors calls it on its order first): tags
+ * that fit go on the wire as they are; otherwise the distinct tags,
+ * ranked 1..n in ascending order, become the ranks themselves when
+ * n <= levels (dense tags), else rank r becomes 1 + (r - 1) * levels / n.
  */
+MERCURY_API int mercury_plan_squeeze_tags(unsigned int *tags, size_t n,
+					  unsigned int levels)
+{
+	unsigned int *t, *hit, top = 0, r;
+	size_t i, d = 0;
+
+	if (!tags && n)
+		return mercury_err(EINVAL, "squeeze: NULL argument");
+	if (levels < 1 || levels > MERCURY_MAX_TAG)
+		return mercury_err(ERANGE, "squeeze: levels %u outside 1..%u",
+				   levels, MERCURY_MAX_TAG);
+	for (i = 0; i < n; i++) {
+		if (!tags[i])
+			return mercury_err(EINVAL,
+					   "squeeze: tag 0 at %zu (tags count from 1)",
+					   i);
+		if (tags[i] > top)
+			top = tags[i];
+	}
+	if (top <= levels)
+		return 0;
+	t = malloc(n * sizeof(*t));
+	if (!t)
+		return mercury_err(ENOMEM, "squeeze: out of memory");
+	memcpy(t, tags, n * sizeof(*t));
+	qsort(t, n, sizeof(*t), cmp_uint);
+	for (i = 0; i < n; i++)
+		if (!d || t[d - 1] != t[i])
+			t[d++] = t[i];
+	for (i = 0; i < n; i++) {
+		hit = bsearch(&tags[i], t, d, sizeof(*t), cmp_uint);
+		r = hit - t + 1;
+		tags[i] = d <= levels ? r :
+			1 + (unsigned int)((uint64_t)(r - 1) * levels / d);
+	}
+	free(t);
+	return 0;
+}
+
+/* The squeeze above on a plan's tags (callers squeeze only above levels). */
 static int plan_squeeze(struct mercury_plan *p, unsigned int levels)
 {
-	unsigned int *t, *hit, r;
-	size_t i, n = 0;
+	unsigned int *t;
+	size_t i;
+	int err;
 
 	if (!p->n)
 		return 0;
@@ -202,21 +249,17 @@ static int plan_squeeze(struct mercury_plan *p, unsigned int levels)
 		return mercury_err(ENOMEM, "plan: out of memory");
 	for (i = 0; i < p->n; i++)
 		t[i] = p->e[i].tag;
-	qsort(t, p->n, sizeof(*t), cmp_uint);
-	for (i = 0; i < p->n; i++)
-		if (!n || t[n - 1] != t[i])
-			t[n++] = t[i];
-	p->max_tag = 0;
-	for (i = 0; i < p->n; i++) {
-		hit = bsearch(&p->e[i].tag, t, n, sizeof(*t), cmp_uint);
-		r = hit - t + 1;
-		p->e[i].tag = n <= levels ? r :
-			1 + (unsigned int)((uint64_t)(r - 1) * levels / n);
-		if (p->e[i].tag > p->max_tag)
-			p->max_tag = p->e[i].tag;
+	err = mercury_plan_squeeze_tags(t, p->n, levels);
+	if (!err) {
+		p->max_tag = 0;
+		for (i = 0; i < p->n; i++) {
+			p->e[i].tag = t[i];
+			if (t[i] > p->max_tag)
+				p->max_tag = t[i];
+		}
 	}
 	free(t);
-	return 0;
+	return err;
 }
 
 static char *xstrdup(const char *s)
@@ -279,6 +322,12 @@ int mercury_parse_json(const char *what, const char *buf, size_t len,
 
 	if (len > INT32_MAX)
 		return mercury_err(EFBIG, "%s: too large", what);
+	/* json-c waits for more; say what it is, not "truncated" */
+	for (i = 0; i < len && (buf[i] == ' ' || buf[i] == '\t' ||
+				buf[i] == '\r' || buf[i] == '\n'); i++)
+		;
+	if (i == len)
+		return mercury_err(EINVAL, "%s: empty: no JSON value", what);
 	tok = json_tokener_new();
 	if (!tok)
 		return mercury_err(ENOMEM, "%s: out of memory", what);
@@ -514,11 +563,16 @@ static int plan_from_json(const char *what, struct json_object *root,
 					   what, i, name, (long long)x,
 					   (long long)levels);
 		e->tag = x;
+		/*
+		 * json-c turns 2^64 into INT64_MAX without a word: the bound
+		 * refuses it instead of taking it.
+		 */
 		if (json_object_object_get_ex(o, "bytes", &v) && v) {
 			if (!json_object_is_type(v, json_type_int) ||
-			    json_object_get_int64(v) < 0)
+			    json_object_get_int64(v) < 0 ||
+			    json_object_get_int64(v) > MAX_PLAN_BYTES)
 				return mercury_err(EINVAL,
-						   "%s: priorities[%zu] (%s): \"bytes\" must be an integer >= 0",
+						   "%s: priorities[%zu] (%s): \"bytes\" must be an integer in 0..2^53",
 						   what, i, name);
 			e->bytes = json_object_get_int64(v);
 		}
@@ -692,6 +746,9 @@ MERCURY_API int mercury_plan_add(struct mercury_plan *p,
 		return mercury_err(ERANGE,
 				   "plan add: %s: tag %u above the plan's %u levels",
 				   e->tensor, e->tag, p->levels);
+	if (e->bytes > MAX_PLAN_BYTES)
+		return mercury_err(ERANGE, "plan add: %s: %llu bytes above 2^53",
+				   e->tensor, (unsigned long long)e->bytes);
 	if (plan_find(p, e->tensor))
 		return mercury_err(EEXIST, "plan add: tensor \"%s\" is already in the plan",
 				   e->tensor);

@@ -6,8 +6,8 @@
  * wire says that a mark went where the qdisc reads DSCP. This file owns
  * the two halves of the answer, once for every tool:
  *  - the qdisc's options on the wire: mercury_qdisc_opts_decode(), the
- *    one reader of its TCA_OPTIONS, and mercury_qdisc_opts_encode() for
- *    mercuryctl's requests, both from one attribute table;
+ *    one reader of its TCA_OPTIONS, from the attribute table that the
+ *    options' grammar and encoder (qdisc_opts.c) own;
  *  - mercury_qdisc_fit(), the one comparison rule (mercuryctl check uses
  *    it for plans, the channel set for its tagger);
  * and the look a channel set takes at creation: the device each
@@ -43,37 +43,13 @@ _Static_assert((int)MERCURY_TAG_MARK == TC_MERCURY_TAG_MARK &&
 	       (int)MERCURY_TAG_DSCP == TC_MERCURY_TAG_DSCP,
 	       "libmercury and the qdisc number tag sources alike");
 
-/* sch_mercury's default levels, for a kernel that leaves them out. */
-#define QDISC_DEF_LEVELS	1024
-
 /*
- * The qdisc's options on the wire, once: which attribute carries which
- * field, and how wide it is. The decoder and the encoder (mercuryctl's
- * requests) both walk this table.
+ * The qdisc's options on the wire come from the one table of them,
+ * mercury_qdisc_attrs (qdisc_opts.c, with the grammar): which attribute
+ * carries which field, and how wide it is. The decoder here and the
+ * encoder there (mercuryctl's and tc's requests) both walk it.
  */
-static const struct qdisc_attr {
-	uint16_t attr;			/* TCA_MERCURY_* */
-	uint8_t bits;			/* 8 or 32 */
-	size_t off;			/* in struct mercury_qdisc_opts */
-} qdisc_attrs[] = {
-#define QDISC_ATTR(a, b, f) { a, b, offsetof(struct mercury_qdisc_opts, f) }
-	QDISC_ATTR(TCA_MERCURY_LEVELS, 32, levels),
-	QDISC_ATTR(TCA_MERCURY_TAG_SOURCE, 8, source),
-	QDISC_ATTR(TCA_MERCURY_TAG_SHIFT, 8, shift),
-	QDISC_ATTR(TCA_MERCURY_TAG_MASK, 32, mask),
-	QDISC_ATTR(TCA_MERCURY_UNTAGGED, 8, untagged),
-	QDISC_ATTR(TCA_MERCURY_UNTAGGED_SHARE, 8, share),
-	QDISC_ATTR(TCA_MERCURY_FLOW_ORDER, 8, flow_order),
-	QDISC_ATTR(TCA_MERCURY_FLOWS, 32, flows),
-	QDISC_ATTR(TCA_MERCURY_LIMIT, 32, limit),
-	QDISC_ATTR(TCA_MERCURY_MEMORY_LIMIT, 32, memory_limit),
-	QDISC_ATTR(TCA_MERCURY_QUANTUM, 32, quantum),
-	QDISC_ATTR(TCA_MERCURY_BYPASS, 8, bypass),
-#undef QDISC_ATTR
-};
-#define QDISC_NATTRS	(sizeof(qdisc_attrs) / sizeof(qdisc_attrs[0]))
-_Static_assert(QDISC_NATTRS == TCA_MERCURY_MAX,
-	       "every TCA_MERCURY_* attribute has its field");
+#define QDISC_ATTRS_END	(mercury_qdisc_attrs + mercury_qdisc_nattrs)
 
 MERCURY_API int mercury_qdisc_opts_decode(const void *attrs, size_t len,
 					  struct mercury_qdisc_opts *o,
@@ -82,7 +58,7 @@ MERCURY_API int mercury_qdisc_opts_decode(const void *attrs, size_t len,
 	struct nla_policy pol[TCA_MERCURY_MAX + 1] = { { 0 } };
 	struct nlattr *tb[TCA_MERCURY_MAX + 1];
 	struct mercury_qdisc_opts q = { 0 };
-	const struct qdisc_attr *a;
+	const struct mercury_qdisc_attr *a;
 	char *field;
 
 	if (!o || (!attrs && len) || len > INT32_MAX)
@@ -91,12 +67,12 @@ MERCURY_API int mercury_qdisc_opts_decode(const void *attrs, size_t len,
 	if (sz > sizeof(q))
 		sz = sizeof(q);
 	memcpy(&q, o, sz);
-	for (a = qdisc_attrs; a < qdisc_attrs + QDISC_NATTRS; a++)
+	for (a = mercury_qdisc_attrs; a < QDISC_ATTRS_END; a++)
 		pol[a->attr].type = a->bits == 32 ? NLA_U32 : NLA_U8;
 	if (nla_parse(tb, TCA_MERCURY_MAX, (struct nlattr *)attrs, (int)len,
 		      pol) < 0)
 		return mercury_err(EINVAL, "qdisc options: malformed attributes");
-	for (a = qdisc_attrs; a < qdisc_attrs + QDISC_NATTRS; a++) {
+	for (a = mercury_qdisc_attrs; a < QDISC_ATTRS_END; a++) {
 		if (!tb[a->attr])
 			continue;
 		field = (char *)&q + a->off;
@@ -108,40 +84,6 @@ MERCURY_API int mercury_qdisc_opts_decode(const void *attrs, size_t len,
 	}
 	memcpy(o, &q, sz);
 	return 0;
-}
-
-MERCURY_API int mercury_qdisc_opts_encode(const struct mercury_qdisc_opts *o,
-					  void *buf, size_t len)
-{
-	const struct qdisc_attr *a;
-	const char *field;
-	struct nl_msg *msg;
-	int err = 0, n;
-
-	if (!o || (!buf && len))
-		return mercury_err(EINVAL, "qdisc options: bad argument");
-	/* libnl lays the attributes out in a scratch message */
-	msg = nlmsg_alloc();
-	if (!msg)
-		return mercury_err(ENOMEM, "qdisc options: out of memory");
-	for (a = qdisc_attrs; !err && a < qdisc_attrs + QDISC_NATTRS; a++) {
-		if (!(o->set & (1u << a->attr)))
-			continue;
-		field = (const char *)o + a->off;
-		err = a->bits == 32 ?
-			nla_put_u32(msg, a->attr, *(const uint32_t *)field) :
-			nla_put_u8(msg, a->attr, *(const uint8_t *)field);
-	}
-	n = nlmsg_datalen(nlmsg_hdr(msg));
-	if (!err && (size_t)n <= len)
-		memcpy(buf, nlmsg_data(nlmsg_hdr(msg)), n);
-	nlmsg_free(msg);
-	if (err)
-		return mercury_err(ENOMEM, "qdisc options: out of memory");
-	if ((size_t)n > len)
-		return mercury_err(ENOSPC, "qdisc options: %d bytes, %zu given",
-				   n, len);
-	return n;
 }
 
 /* ---- the rule ---------------------------------------------------------- */
@@ -363,13 +305,7 @@ static int qdisc_cb(struct nl_msg *msg, void *arg)
 {
 	struct tcmsg *tcm = nlmsg_data(nlmsg_hdr(msg));
 	struct nlattr *tb[TCA_MAX + 1];
-	struct mercury_qdisc q = {
-		.opts = {
-			.levels = QDISC_DEF_LEVELS,
-			.mask = MERCURY_DEFAULT_MASK,
-			.source = MERCURY_TAG_MARK,
-		},
-	};
+	struct mercury_qdisc q = { 0 };
 	struct check *c = arg;
 	size_t i;
 
@@ -379,6 +315,8 @@ static int qdisc_cb(struct nl_msg *msg, void *arg)
 	    nlmsg_parse(nlmsg_hdr(msg), sizeof(*tcm), tb, TCA_MAX, NULL) < 0 ||
 	    !tb[TCA_KIND] || strcmp(nla_get_string(tb[TCA_KIND]), "mercury"))
 		return NL_OK;
+	/* a kernel that leaves an option out has its default */
+	mercury_qdisc_opts_defaults(&q.opts, sizeof(q.opts));
 	if (tb[TCA_OPTIONS] &&
 	    mercury_qdisc_opts_decode(nla_data(tb[TCA_OPTIONS]),
 				      nla_len(tb[TCA_OPTIONS]), &q.opts,

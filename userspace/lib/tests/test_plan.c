@@ -40,7 +40,8 @@ struct bad_case {
 };
 
 static const struct bad_case bad[] = {
-	{ "", EINVAL, "truncated JSON" },
+	{ "", EINVAL, "empty: no JSON value" },
+	{ " \n", EINVAL, "empty: no JSON value" },
 	{ "{\"priorities\": [", EINVAL, "truncated JSON" },
 	{ "{\"priorities\": []}\n}", EINVAL, "trailing data" },
 	{ "{\n\"priorities\": [,]}", EINVAL, "line 2: invalid JSON" },
@@ -66,7 +67,10 @@ static const struct bad_case bad[] = {
 	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": -3}]}", ERANGE,
 	  "tag -3 outside" },
 	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1, \"bytes\": -1}]}",
-	  EINVAL, "\"bytes\" must be an integer >= 0" },
+	  EINVAL, "\"bytes\" must be an integer in 0..2^53" },
+	/* json-c reads 2^64 as INT64_MAX: refused, not taken */
+	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1, \"bytes\": 18446744073709551616}]}",
+	  EINVAL, "\"bytes\" must be an integer in 0..2^53" },
 	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1, \"src\": 3}]}",
 	  EINVAL, "\"src\" must be a string" },
 	{ "{\"priorities\": [{\"tensor\": \"a\", \"tag\": 1},"
@@ -143,6 +147,57 @@ static void test_wire_tag(void **state)
 		assert_int_equal(mercury_plan_wire_tag(p, names[i], NULL),
 				 squeezed[i]);
 	mercury_plan_free(p);
+}
+
+/*
+ * The same squeeze on the caller's own order (mercury_plan_squeeze_tags()):
+ * what fits stays; ranks of more tensors than the wire has tags share
+ * them evenly, the order kept, and a plan built from them loads.
+ */
+static void test_squeeze_tags(void **state)
+{
+	enum { N = 70000 };
+	unsigned int fit[] = { 3, 1, 3 }, wide[] = { 100, 1, 5, 5 };
+	static const unsigned int wide8[] = { 3, 1, 2, 2 };
+	unsigned int *rank = calloc(N, sizeof(*rank)), zero = 0;
+	struct mercury_plan *p;
+	size_t i;
+
+	(void)state;
+	assert_non_null(rank);
+	assert_int_equal(mercury_plan_squeeze_tags(fit, 3, 3), 0);
+	assert_int_equal(fit[0], 3);
+	assert_int_equal(fit[1], 1);
+	assert_int_equal(mercury_plan_squeeze_tags(wide, 4, 8), 0);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(wide[i], wide8[i]);
+	assert_int_equal(mercury_plan_squeeze_tags(&zero, 1, 8), -EINVAL);
+	assert_int_equal(mercury_plan_squeeze_tags(fit, 3, 0), -ERANGE);
+	assert_int_equal(mercury_plan_squeeze_tags(fit, 3, 65536), -ERANGE);
+	assert_int_equal(mercury_plan_squeeze_tags(NULL, 0, 8), 0);
+
+	for (i = 0; i < N; i++)
+		rank[i] = N - i;	/* most urgent last */
+	assert_int_equal(mercury_plan_squeeze_tags(rank, N, MERCURY_MAX_TAG),
+			 0);
+	assert_int_equal(rank[N - 1], 1);
+	assert_int_equal(rank[0], MERCURY_MAX_TAG);
+	for (i = 1; i < N; i++)
+		assert_true(rank[i] <= rank[i - 1] &&
+			    rank[i - 1] - rank[i] <= 1);
+	assert_int_equal(mercury_plan_new(&p), 0);
+	for (i = 0; i < N; i++) {
+		char name[32];
+		struct mercury_plan_entry e = {
+			.tensor = name, .tag = rank[i],
+		};
+
+		snprintf(name, sizeof(name), "t%zu", i);
+		assert_int_equal(mercury_plan_add(p, &e), 0);
+	}
+	assert_int_equal(mercury_plan_max_tag(p), MERCURY_MAX_TAG);
+	mercury_plan_free(p);
+	free(rank);
 }
 
 static void test_load_bad(void **state)
@@ -837,6 +892,7 @@ int main(void)
 		cmocka_unit_test(test_levels_limit),
 		cmocka_unit_test(test_lookup_missing),
 		cmocka_unit_test(test_profile_dtype),
+		cmocka_unit_test(test_squeeze_tags),
 	};
 
 	return cmocka_run_group_tests_name("plan", tests, NULL, NULL);

@@ -124,4 +124,20 @@ a, b = (json.load(open(f))["data_parallel"]["bandwidth_Bps"] for f in sys.argv[1
 assert a == b == 1.25e9, (a, b)' "$tmp/run/a.json" "$tmp/run/b.json"
 result $? "--bandwidth 10gbit and 1.25gbps: the same 1.25e9 B/s"
 
+# ---- 7. a long compare says how far it is ----------------------------------
+# Past 10,000 nodes the baselines take seconds to minutes each (70,000:
+# 77 s in all): a line on stderr before each, the table on stdout.
+python3 -c 'import json, sys
+n = 10001
+json.dump({"model": "chain", "iteration_ms": {"fwd_ms": n * 0.05, "bwd_ms": n * 0.1},
+  "modules": [{"module": "m%d" % i, "params": 64} for i in range(n)],
+  "forward_calls": [{"call": i, "module": "m%d" % i, "start_ms": i * 0.05, "fwd_ms": 0.05, "out_bytes": 65536} for i in range(n)],
+  "grad_ready": [{"param": "m%d.w" % i, "module": "m%d" % i, "numel": 64, "ready_ms": (n - i) * 0.1} for i in reversed(range(n))],
+  "edges": [["m%d" % i, "m%d" % (i + 1)] for i in range(n - 1)]}, sys.stdout)' >"$tmp/chain.json"
+run 0 "$bin" compare -p "$tmp/chain.json" -c "$cluster" &&
+	[ "$(wc -l <"$tmp/err")" -eq 7 ] &&
+	grep -q '^mercury-place: compare: even (7 of 7) on 10001 nodes' "$tmp/err" &&
+	grep -q '^even ' "$tmp/out"
+result $? "compare on 10,001 nodes: a progress line per algorithm on stderr, the table on stdout"
+
 finish

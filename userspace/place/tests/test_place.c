@@ -2120,6 +2120,85 @@ static void test_cli_plan_format(void **state)
  * dtype), fp32 without one, by the same table as libmercury's default
  * plan; an unknown dtype is an error.
  */
+/*
+ * More gradient tensors than the wire has tags (65,535): the plan shares
+ * tags by libmercury's squeeze (mercury_plan_squeeze_tags()), with and
+ * without --levels, and planning stays within a bound (about 2 s for
+ * 70,000 tensors on an idle 2-core machine; 60 s leaves room for a loaded
+ * one and fails a solver that grows quadratically).
+ */
+#define MANY 70000
+
+static void test_many_tensors(void **state)
+{
+	char prof[] = "/tmp/mp-many-XXXXXX", plan[] = "/tmp/mp-many-plan-XXXXXX";
+	char cmd[8192], *out = mp_calloc(1 << 16, 1);
+	struct mercury_plan_info info;
+	struct mercury_plan_entry e;
+	struct mercury_plan *mp;
+	unsigned int levels[] = { 0, 8 };
+	FILE *f;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(prof);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	/* a chain of MANY modules, one tensor each, in the h200 format */
+	fprintf(f, "{\"model\": \"many\", \"iteration_ms\": {\"fwd_ms\": %g, \"bwd_ms\": %g},\n\"modules\": [",
+		MANY * 0.01, MANY * 0.02);
+	for (int i = 0; i < MANY; i++)
+		fprintf(f, "%s{\"module\": \"m%d\", \"params\": 64}",
+			i ? ", " : "", i);
+	fprintf(f, "],\n\"forward_calls\": [");
+	for (int i = 0; i < MANY; i++)
+		fprintf(f, "%s{\"call\": %d, \"module\": \"m%d\", \"start_ms\": %g, \"fwd_ms\": 0.01, \"out_bytes\": 4096}",
+			i ? ", " : "", i, i, i * 0.01);
+	fprintf(f, "],\n\"grad_ready\": [");
+	for (int i = MANY - 1; i >= 0; i--)
+		fprintf(f, "%s{\"param\": \"m%d.weight\", \"module\": \"m%d\", \"numel\": 64, \"ready_ms\": %g}",
+			i < MANY - 1 ? ", " : "", i, i, (MANY - i) * 0.02);
+	fprintf(f, "],\n\"edges\": null}\n");
+	assert_int_equal(fclose(f), 0);
+	fd = mkstemp(plan);
+	assert_true(fd >= 0);
+	close(fd);
+	for (size_t k = 0; k < sizeof(levels) / sizeof(levels[0]); k++) {
+		unsigned int want = levels[k] ? levels[k] : MERCURY_MAX_TAG;
+		double t0 = mp_now_ms();
+		char lv[32] = "";
+
+		if (levels[k])
+			snprintf(lv, sizeof(lv), "--levels %u", levels[k]);
+		snprintf(cmd, sizeof(cmd),
+			 "timeout 120 ./mercury-place -p %s -c clusters/h100x2.json %s -o %s 2>&1",
+			 prof, lv, plan);
+		assert_int_equal(run(cmd, out, 1 << 16), 0);
+		print_message("# %d tensors%s%s: planned in %.1f s\n", MANY,
+			      *lv ? ", " : "", lv, (mp_now_ms() - t0) / 1e3);
+		assert_true(mp_now_ms() - t0 < 60e3);
+		assert_int_equal(mercury_plan_load(plan, &mp), 0);
+		assert_int_equal(mercury_plan_size(mp), MANY);
+		mercury_plan_get_info(mp, &info, sizeof(info));
+		assert_int_equal(info.levels, want);
+		assert_int_equal(info.max_tag, want);
+		/*
+		 * File order is the solver's order, one rank per tensor: entry
+		 * i carries rank i + 1 squeezed by the rule.
+		 */
+		for (size_t i = 0; i < MANY; i++) {
+			assert_int_equal(mercury_plan_entry(mp, i, &e), 0);
+			assert_int_equal(e.tag, 1 + (unsigned int)(
+					 (uint64_t)i * want / MANY));
+		}
+		mercury_plan_free(mp);
+	}
+	unlink(prof);
+	unlink(plan);
+	free(out);
+}
+
 static void test_dtype_bytes(void **state)
 {
 	char tmp[] = "/tmp/mp-dtype-XXXXXX";
@@ -2200,6 +2279,7 @@ int main(void)
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_cli_plan_format),
 		cmocka_unit_test(test_dtype_bytes),
+		cmocka_unit_test(test_many_tensors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

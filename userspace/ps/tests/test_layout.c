@@ -116,6 +116,60 @@ static void test_ranks_and_bands(void **state)
 	ps_layout_free(&L);
 }
 
+/*
+ * The tag in each frame's header: Mercury's wire tag; the other schemes'
+ * the rank, which past the wire's 65,535 tags libmercury's squeeze shares
+ * (mercury_plan_squeeze_tags()) rather than a cap of its own.
+ */
+static void test_frame_tags(void **state)
+{
+	enum { N = 70000 };
+	char path[] = "/tmp/ps-many-XXXXXX", err[256];
+	struct ps_cfg cfg = base_cfg();
+	struct ps_layout L;
+	FILE *f;
+	int i, fd;
+
+	(void)state;
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	for (i = 0; i < L.nt; i++)
+		assert_int_equal(L.t[i].tag, L.t[i].rank);
+	ps_layout_free(&L);
+	cfg.scheme = PS_MERCURY;
+	cfg.levels = 2;
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	for (i = 0; i < L.nt; i++)
+		assert_int_equal(L.t[i].tag, L.t[i].level);
+	ps_layout_free(&L);
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"model\": \"many\", \"iteration_ms\": {\"fwd_ms\": 1, \"bwd_ms\": 2},\n\"modules\": [");
+	for (i = 0; i < N; i++)
+		fprintf(f, "%s{\"module\": \"m%d\", \"params\": 1}", i ? ", " : "", i);
+	fprintf(f, "],\n\"forward_calls\": [");
+	for (i = 0; i < N; i++)
+		fprintf(f, "%s{\"call\": %d, \"module\": \"m%d\", \"start_ms\": 0, \"fwd_ms\": 0, \"out_bytes\": 4}",
+			i ? ", " : "", i, i);
+	fprintf(f, "],\n\"grad_ready\": [");
+	for (i = N - 1; i >= 0; i--)
+		fprintf(f, "%s{\"param\": \"m%d.w\", \"module\": \"m%d\", \"numel\": 1, \"ready_ms\": 1}",
+			i < N - 1 ? ", " : "", i, i);
+	fprintf(f, "],\n\"edges\": null}\n");
+	assert_int_equal(fclose(f), 0);
+	cfg = base_cfg();
+	cfg.profile = path;
+	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(L.nt, N);
+	for (i = 0; i < L.nt; i++)
+		assert_int_equal(L.t[i].tag, 1 + (unsigned int)(
+			(uint64_t)(L.t[i].rank - 1) * MERCURY_MAX_TAG / N));
+	ps_layout_free(&L);
+}
+
 static void test_classes(void **state)
 {
 	unsigned int c[8];
@@ -203,7 +257,7 @@ static void test_vanilla_layout(void **state)
 static void test_emit_profile_matches(void **state)
 {
 	struct ps_cfg cfg = base_cfg();
-	struct msim_profile P;
+	struct mt_profile P;
 	struct ps_layout L;
 	char err[256], path[] = "/tmp/ps-emit-XXXXXX";
 	int fd = mkstemp(path), t;
@@ -215,12 +269,12 @@ static void test_emit_profile_matches(void **state)
 	cfg.emit = path;
 	assert_int_equal(ps_emit_profile(&cfg, err, sizeof(err)), 0);
 	assert_int_equal(ps_layout_init(&L, &cfg, err, sizeof(err)), 0);
-	assert_int_equal(msim_profile_load(path, &P, err, sizeof(err)), 0);
+	assert_int_equal(mt_profile_load(path, &P, err, sizeof(err)), 0);
 	assert_int_equal(P.ntensors, L.nt);
 	for (t = 0; t < L.nt; t++)
 		assert_int_equal(P.tensors[t].bytes, L.t[t].bytes);
 	assert_int_equal(P.total_bytes, L.total_bytes);
-	msim_profile_free(&P);
+	mt_profile_free(&P);
 	ps_layout_free(&L);
 	unlink(path);
 	cfg.profile = "fixtures/missing.json";
@@ -334,6 +388,7 @@ int main(void)
 		cmocka_unit_test(test_expected_values),
 		cmocka_unit_test(test_heap_order),
 		cmocka_unit_test(test_classes),
+		cmocka_unit_test(test_frame_tags),
 	};
 
 	return cmocka_run_group_tests_name("ps_layout", tests, NULL, NULL);

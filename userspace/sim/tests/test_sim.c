@@ -27,7 +27,7 @@
 #define EPS 1e-9
 #define H200 "../../../profiles/h200/"
 
-static struct msim_profile tiny;
+static struct mt_profile tiny;
 
 static void hand_params(struct msim_params *p)
 {
@@ -99,14 +99,14 @@ static int setup_tiny(void **state)
 	char err[256];
 
 	(void)state;
-	return msim_profile_load("fixtures/tiny2.json", &tiny, err,
+	return mt_profile_load("fixtures/tiny2.json", &tiny, err,
 				 sizeof(err));
 }
 
 static int teardown_tiny(void **state)
 {
 	(void)state;
-	msim_profile_free(&tiny);
+	mt_profile_free(&tiny);
 	return 0;
 }
 
@@ -506,11 +506,11 @@ static void test_bad_params(void **state)
 
 static void test_load_h200_timeline(void **state)
 {
-	struct msim_profile pr;
+	struct mt_profile pr;
 	char err[256];
 
 	(void)state;
-	assert_int_equal(msim_profile_load("fixtures/tiny3.json", &pr, err,
+	assert_int_equal(mt_profile_load("fixtures/tiny3.json", &pr, err,
 					   sizeof(err)), 0);
 	assert_string_equal(pr.model, "tiny3");
 	assert_int_equal(pr.ncalls, 3);
@@ -529,16 +529,16 @@ static void test_load_h200_timeline(void **state)
 	assert_int_equal(pr.tensors[2].gate, 0);	/* embed */
 	assert_int_equal(pr.tensors[1].bytes, 20);
 	assert_int_equal(pr.total_bytes, 88);
-	msim_profile_free(&pr);
+	mt_profile_free(&pr);
 }
 
 static void test_load_pipedream(void **state)
 {
-	struct msim_profile pr;
+	struct mt_profile pr;
 	char err[256];
 
 	(void)state;
-	assert_int_equal(msim_profile_load("fixtures/tiny.graph.txt", &pr, err,
+	assert_int_equal(mt_profile_load("fixtures/tiny.graph.txt", &pr, err,
 					   sizeof(err)), 0);
 	assert_string_equal(pr.model, "tiny");
 	/* topological order node1, node2, node3 despite file order */
@@ -558,7 +558,7 @@ static void test_load_pipedream(void **state)
 	assert_string_equal(pr.tensors[1].name, "node1.param");
 	assert_float_equal(pr.tensors[1].ready_ms, 4.75, EPS);
 	assert_int_equal(pr.tensors[1].gate, 0);
-	msim_profile_free(&pr);
+	mt_profile_free(&pr);
 }
 
 static void test_load_malformed(void **state)
@@ -574,14 +574,14 @@ static void test_load_malformed(void **state)
 		"fixtures/missing.json", "fixtures/missing.graph.txt",
 		"fixtures", "",
 	};
-	struct msim_profile pr;
+	struct mt_profile pr;
 	char err[256];
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
-		assert_true(msim_profile_load(bad[i], &pr, err,
+		assert_true(mt_profile_load(bad[i], &pr, err,
 					      sizeof(err)) < 0);
 		/* a reason was given, and the struct is left empty */
 		assert_true(strlen(err) > 0);
@@ -592,48 +592,49 @@ static void test_load_malformed(void **state)
 
 static void test_parsers(void **state)
 {
+	char err[MT_ERRLEN];
 	double d;
 	uint64_t b;
 
 	(void)state;
-	assert_int_equal(msim_parse_rate("10gbit", &d), 0);
+	assert_int_equal(mt_parse_rate("10gbit", 1, &d, err, sizeof(err)), 0);
 	assert_float_equal(d, 10e9, 1);
-	assert_int_equal(msim_parse_rate("1Gbit", &d), 0);
+	assert_int_equal(mt_parse_rate("1Gbit", 1, &d, err, sizeof(err)), 0);
 	assert_float_equal(d, 1e9, 1);
-	assert_int_equal(msim_parse_rate("100mbit", &d), 0);
+	assert_int_equal(mt_parse_rate("100mbit", 1, &d, err, sizeof(err)), 0);
 	assert_float_equal(d, 100e6, 1);
-	assert_int_equal(msim_parse_rate("2.5e9", &d), 0);
+	assert_int_equal(mt_parse_rate("2.5e9", 1, &d, err, sizeof(err)), 0);
 	assert_float_equal(d, 2.5e9, 1);
-	assert_int_equal(msim_parse_rate("0", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("-1gbit", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("10gbits", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("fast", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("inf", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("nan", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("0x10", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("", &d), -EINVAL);
-	assert_int_equal(msim_parse_rate("1e999", &d), -EINVAL);
-	assert_int_equal(msim_parse_seconds("10us", &d), 0);
+	assert_int_equal(mt_parse_rate("0", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("-1gbit", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("10gbits", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("fast", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("inf", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("nan", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("0x10", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_rate("1e999", 1, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(mt_parse_seconds("10us", &d), 0);
 	assert_float_equal(d, 10e-6, 1e-15);
-	assert_int_equal(msim_parse_seconds("0.5ms", &d), 0);
+	assert_int_equal(mt_parse_seconds("0.5ms", &d), 0);
 	assert_float_equal(d, 0.5e-3, 1e-15);
-	assert_int_equal(msim_parse_seconds("0.00001", &d), 0);
+	assert_int_equal(mt_parse_seconds("0.00001", &d), 0);
 	assert_float_equal(d, 1e-5, 1e-15);
-	assert_int_equal(msim_parse_seconds("0", &d), 0);
-	assert_int_equal(msim_parse_seconds("-1us", &d), -EINVAL);
-	assert_int_equal(msim_parse_seconds("5 ms", &d), -EINVAL);
+	assert_int_equal(mt_parse_seconds("0", &d), 0);
+	assert_int_equal(mt_parse_seconds("-1us", &d), -EINVAL);
+	assert_int_equal(mt_parse_seconds("5 ms", &d), -EINVAL);
 	/* libmercury's sizes: k, m, g are 1024 as in tc */
-	assert_int_equal(msim_parse_bytes("4mb", &b), 0);
+	assert_int_equal(mt_parse_bytes("4mb", &b), 0);
 	assert_int_equal(b, 4194304);
-	assert_int_equal(msim_parse_bytes("64k", &b), 0);
+	assert_int_equal(mt_parse_bytes("64k", &b), 0);
 	assert_int_equal(b, 65536);
-	assert_int_equal(msim_parse_bytes("4mib", &b), 0);
+	assert_int_equal(mt_parse_bytes("4mib", &b), 0);
 	assert_int_equal(b, 4194304);
-	assert_int_equal(msim_parse_bytes("1500", &b), 0);
+	assert_int_equal(mt_parse_bytes("1500", &b), 0);
 	assert_int_equal(b, 1500);
-	assert_int_equal(msim_parse_bytes("0", &b), -EINVAL);
-	assert_int_equal(msim_parse_bytes("1.5", &b), -EINVAL);
-	assert_int_equal(msim_parse_bytes("4q", &b), -EINVAL);
+	assert_int_equal(mt_parse_bytes("0", &b), -EINVAL);
+	assert_int_equal(mt_parse_bytes("1.5", &b), -EINVAL);
+	assert_int_equal(mt_parse_bytes("4q", &b), -EINVAL);
 }
 
 /* ---- invariants on the real profiles -------------------------------- */
@@ -642,20 +643,20 @@ static const char *const models[] = {
 	"resnet50", "vgg16", "inception_v3", "bert_large", "gpt2",
 };
 
-static int load_real(const char *model, struct msim_profile *pr)
+static int load_real(const char *model, struct mt_profile *pr)
 {
 	char path[256], err[256];
 
 	snprintf(path, sizeof(path), H200 "%s.json", model);
 	if (access(path, R_OK))
 		return -1;
-	assert_int_equal(msim_profile_load(path, pr, err, sizeof(err)), 0);
+	assert_int_equal(mt_profile_load(path, pr, err, sizeof(err)), 0);
 	return 0;
 }
 
 static void test_real_profiles_match_readme(void **state)
 {
-	struct msim_profile pr;
+	struct mt_profile pr;
 
 	(void)state;
 	assert_int_equal(load_real("vgg16", &pr), 0);
@@ -666,7 +667,7 @@ static void test_real_profiles_match_readme(void **state)
 	 * give or take calls whose own fwd_ms exceeds the gap to the next
 	 * call's start (11.4089 ms against 11.3898 measured) */
 	assert_true(pr.fwd_ms >= 11.3898 && pr.fwd_ms <= 11.3898 * 1.005);
-	msim_profile_free(&pr);
+	mt_profile_free(&pr);
 }
 
 /*
@@ -687,7 +688,7 @@ static void test_real_profiles_tied_gate(void **state)
 
 	(void)state;
 	for (size_t m = 0; m < sizeof(tied) / sizeof(tied[0]); m++) {
-		struct msim_profile pr;
+		struct mt_profile pr;
 		int hits = 0;
 
 		assert_int_equal(load_real(tied[m].model, &pr), 0);
@@ -700,7 +701,7 @@ static void test_real_profiles_tied_gate(void **state)
 			assert_int_equal(pr.tensors[i].bytes, 4 * tied[m].numel);
 		}
 		assert_int_equal(hits, 1);
-		msim_profile_free(&pr);
+		mt_profile_free(&pr);
 	}
 }
 
@@ -711,7 +712,7 @@ static void test_ordering_invariants(void **state)
 
 	(void)state;
 	for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
-		struct msim_profile pr;
+		struct mt_profile pr;
 		struct msim_params p;
 
 		assert_int_equal(load_real(models[m], &pr), 0);
@@ -734,7 +735,7 @@ static void test_ordering_invariants(void **state)
 			/* priority never loses to readiness order here */
 			assert_true(t[MSIM_PRIO] <= t[MSIM_FIFO] + 1e-9);
 		}
-		msim_profile_free(&pr);
+		mt_profile_free(&pr);
 	}
 }
 
@@ -745,7 +746,7 @@ static void test_bandwidth_monotonic(void **state)
 	(void)state;
 	for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
 		double prev[MSIM_NSCHEMES];
-		struct msim_profile pr;
+		struct mt_profile pr;
 		struct msim_params p;
 		double g;
 		int s;
@@ -764,13 +765,13 @@ static void test_bandwidth_monotonic(void **state)
 				prev[s] = r.iteration_ms;
 			}
 		}
-		msim_profile_free(&pr);
+		mt_profile_free(&pr);
 	}
 }
 
 static void test_mercury_tends_to_ideal(void **state)
 {
-	struct msim_profile pr;
+	struct mt_profile pr;
 	struct msim_params p;
 	struct msim_result m, i;
 
@@ -786,7 +787,7 @@ static void test_mercury_tends_to_ideal(void **state)
 	assert_int_equal(msim_run(&pr, &p, MSIM_IDEAL, &i), 0);
 	assert_true(m.iteration_ms >= i.iteration_ms - 1e-9);
 	assert_true(m.iteration_ms <= i.iteration_ms * 1.001);
-	msim_profile_free(&pr);
+	mt_profile_free(&pr);
 }
 
 int main(void)

@@ -319,6 +319,18 @@ MERCURY_API int mercury_plan_lookup(const struct mercury_plan *p,
  */
 MERCURY_API int mercury_plan_wire_tag(const struct mercury_plan *p,
 				      const char *tensor, uint32_t *value);
+/*
+ * LIBMERCURY_0.3: the squeeze of the tag rule on n tags in place: unchanged
+ * when every tag fits 1..levels, else the distinct tags ranked 1..d
+ * become rank r when d <= levels, else 1 + (r - 1) * levels / d. The
+ * plan's own squeeze (mercury_plan_set_levels(), the levels of the load
+ * and profile opts) is this one. Tags are order keys >= 1 (1 most urgent)
+ * of any size, so a plan of more than MERCURY_MAX_TAG tensors is built
+ * from its ranks squeezed here, then mercury_plan_add(). 0, -EINVAL (a
+ * tag 0), -ERANGE (levels outside 1..MERCURY_MAX_TAG) or -ENOMEM.
+ */
+MERCURY_API int mercury_plan_squeeze_tags(unsigned int *tags, size_t n,
+					  unsigned int levels);
 MERCURY_API size_t mercury_plan_size(const struct mercury_plan *p);
 MERCURY_API unsigned int mercury_plan_max_tag(const struct mercury_plan *p);
 /* Entry i in file order (profile plans: ascending tag). */
@@ -566,6 +578,53 @@ MERCURY_API int mercury_qdisc_opts_decode(const void *attrs, size_t len,
 MERCURY_API int mercury_qdisc_opts_encode(const struct mercury_qdisc_opts *o,
 					  void *buf, size_t len);
 
+/*
+ * The options a new qdisc has when none is given: the kernel's defaults
+ * (<linux/mercury.h>, TC_MERCURY_DEF_*), o->set 0. sz as for decode.
+ */
+MERCURY_API void mercury_qdisc_opts_defaults(struct mercury_qdisc_opts *o,
+					     size_t sz);
+
+/* What mercury_qdisc_opts_parse() checks besides each word's syntax. */
+enum {
+	/*
+	 * Each value within the range the kernel's netlink policy allows
+	 * (levels 1..65534, quantum 256..1M, ...), so a bad value is named
+	 * before anything is sent. Without it, a value is refused only when
+	 * its field cannot hold it (shift 300) and the kernel judges the
+	 * rest, as tc leaves it to the kernel.
+	 */
+	MERCURY_QDISC_PARSE_RANGES = 1u << 0,
+};
+
+/*
+ * The one grammar of the qdisc's options: the words "tc qdisc add ...
+ * mercury" takes (levels N, tag mark|priority|dscp, shift, mask,
+ * untagged first|last, untagged_share, flow_order on|off, flows, limit,
+ * memory_limit SIZE, quantum SIZE, bypass on|off), spelled and read as
+ * tc reads them: numbers decimal, 0x hex or 0 octal; sizes with tc's
+ * units (b; k/kb, m/mb, g/gb: 1024; kbit, mbit, gbit) and a decimal
+ * fraction when the product is whole bytes (1.5m). argv holds argc
+ * words, NAME VALUE pairs. o is cleared, then each option given is set
+ * with its bit in o->set (a later word wins). Errors: -EINVAL naming the
+ * option and the value; -ENOENT an unknown option; -ENODATA the last
+ * option has no value. tc's plugin and mercuryctl both parse with it.
+ */
+MERCURY_API int mercury_qdisc_opts_parse(int argc, char *const argv[],
+					 unsigned int flags,
+					 struct mercury_qdisc_opts *o,
+					 size_t sz);
+
+/*
+ * "NAME VALUE" of one option (attr: TCA_MERCURY_*) as tc prints it and
+ * mercury_qdisc_opts_parse() reads it back ("memory_limit 32Mb", "tag
+ * dscp", "mask 0xffff"). Returns the length snprintf() would write;
+ * -EINVAL for an unknown attr.
+ */
+MERCURY_API int mercury_qdisc_opt_format(const struct mercury_qdisc_opts *o,
+					 unsigned int attr, char *buf,
+					 size_t len);
+
 /* One mercury qdisc: where it sits and its options. */
 struct mercury_qdisc {
 	char dev[16];			/* device name (IFNAMSIZ) */
@@ -745,7 +804,11 @@ MERCURY_API int mercury_chanset_queued(struct mercury_chanset *cs, size_t i,
  * segments, and the set records what the kernel took (as
  * mercury_chanset_commit()).
  * Writes never block (MSG_DONTWAIT) nor raise SIGPIPE (MSG_NOSIGNAL), and
- * a partial write resumes where it stopped.
+ * a partial write resumes where it stopped. At the cap, the set looks
+ * again after the time TCP's delivery rate gives for the excess to drain;
+ * a look that finds the connection still at the cap (a receiver slower
+ * than the link) doubles the next wait, up to 10 ms, so a slow peer does
+ * not make the sender spin (stats.cap_blocks counts the waits).
  *
  * The caller drives it: mercury_chanset_progress() whenever a connection
  * polls writable for mercury_chanset_events(), when mercury_chanset_wake()

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1 OR BSD-2-Clause
 /*
- * The simulator's view of a profile. libmercury reads the file (h200 JSON
- * or PipeDream graph.txt: mercury_model_load(), one reader and one
- * ownership rule for every tool); this turns it into a timeline:
+ * A profile as a timeline, for the tools that replay or simulate a
+ * training step (mercury-sim simulates it, mercury-ps sends it): one owner,
+ * so that the step mercury-ps measures is the step mercury-sim predicts.
+ * libmercury reads the file (h200 JSON or PipeDream graph.txt:
+ * mercury_model_load(), one reader and one ownership rule for every
+ * tool); this turns it into a timeline:
  *
  *  - h200: each call is charged the time from its own start to the next
  *    call's start (at least its own fwd_ms), so gaps between leaf modules
@@ -11,33 +14,21 @@
  *  - pipedream: forward runs in libmercury's topological order, backward
  *    in the reverse order, and each operator with parameters releases one
  *    tensor when its backward ends.
+ *
+ * --plan then takes every tensor's send priority from a deployed plan,
+ * read by libmercury exactly as the tagger reads it, so the plan that is
+ * simulated and benchmarked is the plan that tags packets.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mercury/mercury.h>
 
-#include "msim.h"
+#include "tools.h"
 
-static int perr(char *err, size_t len, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int perr(char *err, size_t len, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
-
-void msim_profile_free(struct msim_profile *prof)
+void mt_profile_free(struct mt_profile *prof)
 {
 	int i;
 
@@ -54,7 +45,7 @@ void msim_profile_free(struct msim_profile *prof)
 /* Timeline attribution: see the header comment. */
 static void h200_timeline(const struct mercury_model *m,
 			  const struct mercury_model_info *info,
-			  struct msim_profile *prof)
+			  struct mt_profile *prof)
 {
 	const struct mercury_model_call *c, *next;
 	int i, n = prof->ncalls;
@@ -75,33 +66,35 @@ static void h200_timeline(const struct mercury_model *m,
 }
 
 static int from_model(const char *path, const struct mercury_model *m,
-		      struct msim_profile *prof, char *err, size_t errlen)
+		      struct mt_profile *prof, char *err, size_t errlen)
 {
 	struct mercury_model_info info;
 	size_t i;
 
 	mercury_model_get_info(m, &info, sizeof(info));
 	if (!info.model)
-		return perr(err, errlen, -EINVAL, "%s: missing string \"model\"",
-			    path);
+		return mt_set_err(err, errlen, -EINVAL, "%s: missing string \"model\"",
+				  path);
 	if (!info.timed)
-		return perr(err, errlen, -EINVAL,
-			    "%s: needs iteration_ms, and start_ms and fwd_ms for every forward call and ready_ms for every gradient",
-			    path);
+		return mt_set_err(err, errlen, -EINVAL,
+				  "%s: needs iteration_ms, and start_ms and fwd_ms for every forward call and ready_ms for every gradient",
+				  path);
 	if (!info.ncalls)
-		return perr(err, errlen, -EINVAL,
-			    "%s: \"forward_calls\" missing or empty", path);
+		return mt_set_err(err, errlen, -EINVAL,
+				  "%s: \"forward_calls\" missing or empty", path);
 	if (!info.nparams)
-		return perr(err, errlen, -EINVAL, "%s: no node has parameters",
-			    path);
-	if (info.ncalls > MSIM_MAX_CHUNKS || info.nparams > MSIM_MAX_CHUNKS)
-		return perr(err, errlen, -E2BIG, "%s: too many calls or tensors",
-			    path);
+		return mt_set_err(err, errlen, -EINVAL, "%s: no node has parameters",
+				  path);
+	if (info.ncalls > MT_PROFILE_MAX || info.nparams > MT_PROFILE_MAX)
+		return mt_set_err(err, errlen, -E2BIG,
+				  "%s: %zu calls and %zu tensors: more than %u",
+				  path, info.ncalls, info.nparams,
+				  MT_PROFILE_MAX);
 	prof->model = strdup(info.model);
 	prof->call_ms = calloc(info.ncalls, sizeof(*prof->call_ms));
 	prof->tensors = calloc(info.nparams, sizeof(*prof->tensors));
 	if (!prof->model || !prof->call_ms || !prof->tensors)
-		return perr(err, errlen, -ENOMEM, "out of memory");
+		return mt_set_err(err, errlen, -ENOMEM, "out of memory");
 	prof->ncalls = info.ncalls;
 	if (info.format == MERCURY_MODEL_H200) {
 		h200_timeline(m, &info, prof);
@@ -114,16 +107,16 @@ static int from_model(const char *path, const struct mercury_model *m,
 	prof->bwd_ms = info.bwd_ms;
 	for (i = 0; i < info.nparams; i++) {
 		const struct mercury_model_param *p = mercury_model_param(m, i);
-		struct msim_tensor *t = &prof->tensors[i];
+		struct mt_tensor *t = &prof->tensors[i];
 
 		/* the reader allows it; a tensor without bytes never arrives */
 		if (!p->bytes)
-			return perr(err, errlen, -EINVAL,
-				    "%s: tensor %s has 0 bytes: nothing to simulate",
-				    path, p->name);
+			return mt_set_err(err, errlen, -EINVAL,
+					  "%s: tensor %s has 0 bytes: nothing to send",
+					  path, p->name);
 		t->name = strdup(p->name);
 		if (!t->name)
-			return perr(err, errlen, -ENOMEM, "out of memory");
+			return mt_set_err(err, errlen, -ENOMEM, "out of memory");
 		prof->ntensors = i + 1;
 		t->bytes = p->bytes;
 		t->ready_ms = p->ready_ms;
@@ -137,22 +130,56 @@ static int from_model(const char *path, const struct mercury_model *m,
 	return 0;
 }
 
-int msim_profile_load(const char *path, struct msim_profile *prof,
-		      char *err, size_t errlen)
+int mt_profile_load(const char *path, struct mt_profile *prof, char *err,
+		    size_t errlen)
 {
 	struct mercury_model *m;
 	int ret;
 
 	memset(prof, 0, sizeof(*prof));
 	if (!path || !*path)
-		return perr(err, errlen, -EINVAL, "no profile given");
+		return mt_set_err(err, errlen, -EINVAL, "no profile given");
 	ret = mercury_model_load(path, &m);
 	if (ret)
 		/* libmercury's reason names the file */
-		return perr(err, errlen, ret, "%s", mercury_last_error());
+		return mt_set_err(err, errlen, ret, "%s", mercury_last_error());
 	ret = from_model(path, m, prof, err, errlen);
 	mercury_model_free(m);
 	if (ret)
-		msim_profile_free(prof);
+		mt_profile_free(prof);
 	return ret;
+}
+
+int mt_profile_apply_plan(struct mt_profile *prof, const char *path,
+			  unsigned int *max_tag, char *err, size_t errlen)
+{
+	struct mercury_plan *plan;
+	unsigned int top = 0;
+	int i, tag, ret;
+
+	ret = mercury_plan_load(path, &plan);
+	if (ret)
+		/* libmercury's reason names the file */
+		return mt_set_err(err, errlen, ret, "--plan: %s",
+				  mercury_last_error());
+	/* Check every name before changing anything. */
+	for (i = 0; i < prof->ntensors; i++) {
+		tag = mercury_plan_lookup(plan, prof->tensors[i].name);
+		if (tag < 0) {
+			mt_set_err(err, errlen, -ENOENT,
+				   "--plan %s: no tag for tensor %s of %s", path,
+				   prof->tensors[i].name, prof->model);
+			mercury_plan_free(plan);
+			return -ENOENT;
+		}
+		if ((unsigned int)tag > top)
+			top = tag;
+	}
+	for (i = 0; i < prof->ntensors; i++)
+		prof->tensors[i].prio = mercury_plan_lookup(plan,
+							prof->tensors[i].name);
+	mercury_plan_free(plan);
+	if (max_tag)
+		*max_tag = top;
+	return 0;
 }
