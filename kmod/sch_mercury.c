@@ -34,6 +34,9 @@
  *    arrival alone is dropped (a packet larger than memory_limit by
  *    itself, too). Evicting from the arrival's own flow returns
  *    NET_XMIT_CN.
+ *  - flow_limit (0, none, by default): an arrival whose flow already
+ *    holds flow_limit packets is dropped, before and instead of any
+ *    eviction, whatever its urgency.
  *  - Untagged share: while untagged and tagged packets both wait, the
  *    untagged class gets untagged_share percent of the bytes (at least,
  *    when it is last; at most, when it is first, MERCURY_FIRST_SHARE by
@@ -156,6 +159,7 @@ struct mercury_config {
 	u32	limit;		/* packets */
 	u32	memory_limit;	/* bytes of truesize */
 	u32	quantum;	/* bytes */
+	u32	flow_limit;	/* packets a flow may hold, 0: no limit */
 	u8	source;		/* TC_MERCURY_TAG_* */
 	u8	shift;		/* bits */
 	u8	untagged;	/* TC_MERCURY_UNTAGGED_* */
@@ -191,6 +195,7 @@ struct mercury_sched_data {
 	u64			stat_drops_limit;	/* packets */
 	u64			stat_drops_memory;	/* packets */
 	u64			stat_drops_flows;	/* packets: no memory for a flow */
+	u64			stat_drops_flow_limit;	/* packets */
 	u64			stat_inversions_avoided;	/* packets */
 	u64			stat_untagged_packets;	/* segments */
 	u64			stat_untagged_bytes;	/* bytes */
@@ -982,6 +987,21 @@ static int mercury_enqueue_one(struct sk_buff *skb, struct Qdisc *sch,
 	mercury_cb(skb)->rank = rank;
 	key = mercury_flow_key(skb);
 
+	/* A flow at its flow_limit loses its own arrival and evicts
+	 * nothing: a long transfer feels its loss (fast retransmit repairs
+	 * it) instead of filling the shared buffer, so shorter flows keep
+	 * room there whatever their urgency.
+	 */
+	if (q->cfg.flow_limit) {
+		struct mercury_flow *f = mercury_flow_find(q, key, rank);
+
+		if (f && f->qlen >= q->cfg.flow_limit) {
+			q->stat_drops_flow_limit++;
+			return mercury_drop_arrival(skb, sch, to_free,
+						    QDISC_DROP_OVERLIMIT, 0, 0);
+		}
+	}
+
 	/* Too big for memory_limit on its own: evicting others cannot help. */
 	if (unlikely(skb->truesize > q->cfg.memory_limit)) {
 		q->stat_drops_memory++;
@@ -1203,6 +1223,7 @@ static const struct nla_policy mercury_policy[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_MEMORY_LIMIT]   = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_memory_range),
 	[TCA_MERCURY_QUANTUM]	     = NLA_POLICY_FULL_RANGE(NLA_U32, &mercury_quantum_range),
 	[TCA_MERCURY_BYPASS]	     = NLA_POLICY_MAX(NLA_U8, 1),
+	[TCA_MERCURY_FLOW_LIMIT]     = { .type = NLA_U32 },
 };
 
 /* The defaults are the UAPI header's, which userspace reads too. */
@@ -1219,6 +1240,7 @@ static const struct mercury_config mercury_defaults = {
 	.share		= TC_MERCURY_DEF_SHARE,
 	.flow_order	= TC_MERCURY_DEF_FLOW_ORDER,
 	.bypass		= TC_MERCURY_DEF_BYPASS,
+	.flow_limit	= TC_MERCURY_DEF_FLOW_LIMIT,
 };
 
 static void mercury_tables_free(struct mercury_tables *t)
@@ -1303,6 +1325,8 @@ static int mercury_parse(struct mercury_config *cfg, struct nlattr *opt,
 		cfg->quantum = nla_get_u32(tb[TCA_MERCURY_QUANTUM]);
 	if (tb[TCA_MERCURY_BYPASS])
 		cfg->bypass = nla_get_u8(tb[TCA_MERCURY_BYPASS]);
+	if (tb[TCA_MERCURY_FLOW_LIMIT])
+		cfg->flow_limit = nla_get_u32(tb[TCA_MERCURY_FLOW_LIMIT]);
 
 	/* Checks across options, on the configuration as it would be; the
 	 * error points at an option this request gave (the other one may
@@ -1350,6 +1374,7 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	WRITE_ONCE(q->cfg.share, cfg->share);
 	WRITE_ONCE(q->cfg.flow_order, cfg->flow_order);
 	WRITE_ONCE(q->cfg.bypass, cfg->bypass);
+	WRITE_ONCE(q->cfg.flow_limit, cfg->flow_limit);
 	q->untagged_rank = first ? 0 : cfg->levels;
 	/* untagged first is capped too: it must not starve the gradients */
 	q->share = cfg->share ? cfg->share : first ? MERCURY_FIRST_SHARE : 0;
@@ -1571,7 +1596,9 @@ static int mercury_dump(struct Qdisc *sch, struct sk_buff *skb)
 	    nla_put_u32(skb, TCA_MERCURY_MEMORY_LIMIT,
 			READ_ONCE(q->cfg.memory_limit)) ||
 	    nla_put_u32(skb, TCA_MERCURY_QUANTUM, READ_ONCE(q->cfg.quantum)) ||
-	    nla_put_u8(skb, TCA_MERCURY_BYPASS, READ_ONCE(q->cfg.bypass)))
+	    nla_put_u8(skb, TCA_MERCURY_BYPASS, READ_ONCE(q->cfg.bypass)) ||
+	    nla_put_u32(skb, TCA_MERCURY_FLOW_LIMIT,
+			READ_ONCE(q->cfg.flow_limit)))
 		goto nla_put_failure;
 	return nla_nest_end(skb, opts);
 
@@ -1598,6 +1625,7 @@ static int mercury_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 	st.untagged_bytes = q->stat_untagged_bytes;
 	st.share_forced = q->stat_share_forced;
 	st.drops_flows = q->stat_drops_flows;
+	st.drops_flow_limit = q->stat_drops_flow_limit;
 	sch_tree_unlock(sch);
 
 	return gnet_stats_copy_app(d, &st, sizeof(st));

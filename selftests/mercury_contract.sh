@@ -176,6 +176,20 @@ ktap_check "oversize: one memory drop, at the big packet's level only" \
 	-a "$(class_stat drops 1)" = 1 -a "$(class_stat drops 10)" = 0
 teardown_qdisc
 
+# --- flow_limit: a flow's arrivals beyond it go, whatever their urgency -----
+# Flow a (tag 5) sends 6, flow b (tag 9, less urgent) 2, with flow_limit
+# 3 and room for all: a keeps its first 3 and loses the other 3, b
+# keeps both; nothing is evicted and the limit is not what dropped.
+stalled flow_limit 3 limit 100
+fill_release 5 --burst a:5:6 --burst b:9:2
+ktap_check "flow_limit: the urgent flow keeps its first 3, the short less urgent flow both" \
+	arrived "a:5:0 a:5:1 a:5:2 b:9:0 b:9:1"
+ktap_check "flow_limit: 3 drops, all counted as flow_limit's and tag 5's" \
+	test "$(qdisc_stat veth0 10: drops_flow_limit)" = 3 -a "$(qdisc_stat veth0 10: drops)" = 3 \
+	-a "$(qdisc_stat veth0 10: drops_limit)" = 0 -a "$(class_stat drops 5)" = 3 \
+	-a "$(class_stat drops 9)" = 0
+teardown_qdisc
+
 # --- memory_limit: never evict for a packet that is then dropped -----------
 # One tag-20 packet and two small tag-60 ones queued; a tag-30 packet as
 # large as the tag-20 one arrives under a memory_limit that holds two large

@@ -89,12 +89,12 @@ ktap_check "nothing was created without permission" no_mercury dummy0
 expect "show of a device without mercury fails" 1 "no mercury qdisc on dummy0" mc show dummy0
 
 # ---- provisioning, cross-checked with tc -j --------------------------
-ALL="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 4Mb quantum 9000 bypass off"
-ALLJ='{"levels": 4096, "tag": "priority", "shift": 4, "mask": 8191, "untagged": "last", "untagged_share": 15, "flow_order": False, "flows": 2048, "limit": 777, "memory_limit": 4194304, "quantum": 9000, "bypass": False}'
+ALL="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 4Mb quantum 9000 bypass off flow_limit 40"
+ALLJ='{"levels": 4096, "tag": "priority", "shift": 4, "mask": 8191, "untagged": "last", "untagged_share": 15, "flow_order": False, "flows": 2048, "limit": 777, "memory_limit": 4194304, "quantum": 9000, "bypass": False, "flow_limit": 40}'
 expect "add with defaults" 0 "" mc add dummy0 handle 1:
 tcs -j qdisc show dev dummy0 > $W/tc.json
 jcheck "tc sees the defaults mercuryctl set" $W/tc.json \
-	'j[0]["kind"] == "mercury" and j[0]["handle"] == "1:" and j[0]["options"] == {"levels": 1024, "tag": "mark", "shift": 0, "mask": 65535, "untagged": "first", "untagged_share": 0, "flow_order": True, "flows": 1024, "limit": 10000, "memory_limit": 33554432, "quantum": 3028, "bypass": True}'
+	'j[0]["kind"] == "mercury" and j[0]["handle"] == "1:" and j[0]["options"] == {"levels": 1024, "tag": "mark", "shift": 0, "mask": 65535, "untagged": "first", "untagged_share": 0, "flow_order": True, "flows": 1024, "limit": 10000, "memory_limit": 33554432, "quantum": 3028, "bypass": True, "flow_limit": 0}'
 expect "add where one exists fails" 1 "already there" mc add dummy0
 expect "delete" 0 "" mc delete dummy0
 ktap_check "tc sees it deleted" no_mercury dummy0
@@ -105,7 +105,7 @@ tcs -j qdisc show dev dummy0 > $W/tc.json
 jcheck "tc sees every option mercuryctl set" $W/tc.json "j[0]['options'] == $ALLJ"
 mc -j show dummy0 > $W/mc.json
 jcheck "mercuryctl -j show has the same options as tc -j" $W/mc.json \
-	"j[0]['options'] == $ALLJ and j[0]['dev'] == 'dummy0' and j[0]['handle'] == '1:' and j[0]['parent'] == 'root' and len(j[0]['xstats']) == 10"
+	"j[0]['options'] == $ALLJ and j[0]['dev'] == 'dummy0' and j[0]['handle'] == '1:' and j[0]['parent'] == 'root' and len(j[0]['xstats']) == 12"
 printed=$(mc show dummy0 | sed -n 2p)
 expect "printed options change back to the same state" 0 "" mc change dummy0 $printed
 tcs -j qdisc show dev dummy0 > $W/tc.json

@@ -22,19 +22,19 @@ showj() { tcs -j qdisc show dev dummy0; }
 
 # defaults
 tcs qdisc add dev dummy0 root handle 1: mercury
-ktap_check "defaults shown" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; show | grep -q 'levels 1024 tag mark shift 0 mask 0xffff untagged first untagged_share 0 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum [0-9]*b bypass on'"
+ktap_check "defaults shown" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; show | grep -q 'levels 1024 tag mark shift 0 mask 0xffff untagged first untagged_share 0 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum [0-9]*b bypass on flow_limit 0'"
 ktap_check "defaults in JSON with raw numbers" bash -c "$(declare -f); TC=$TC IP=$IP NS_S=$NS_S; showj | python3 -c '
 import json,sys
 o = json.load(sys.stdin)[0][\"options\"]
 assert o == {\"levels\": 1024, \"tag\": \"mark\", \"shift\": 0, \"mask\": 65535,
   \"untagged\": \"first\", \"untagged_share\": 0, \"flow_order\": True, \"flows\": 1024,
   \"limit\": 10000, \"memory_limit\": 33554432, \"quantum\": o[\"quantum\"],
-  \"bypass\": True}, o
+  \"bypass\": True, \"flow_limit\": 0}, o
 assert o[\"quantum\"] >= 3028, o'"
 tcs qdisc del dev dummy0 root
 
 # every option at once, and the printed form parses back to the same state
-all="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 33554500 quantum 9000 bypass off"
+all="levels 4096 tag priority shift 4 mask 0x1fff untagged last untagged_share 15 flow_order off flows 2048 limit 777 memory_limit 33554500 quantum 9000 bypass off flow_limit 12"
 ktap_check "add with every option" tcs qdisc add dev dummy0 root handle 1: mercury $all
 printed=$(show | sed -n 's/.*mercury 1: root refcnt [0-9]* //p')
 log "printed: $printed"
@@ -45,7 +45,7 @@ ktap_check "tc -s -j has mercury's statistics" bash -c "$(declare -f); TC=$TC IP
 import json,sys
 q = json.load(sys.stdin)[0]
 x = q.get(\"xstats\", q)
-for k in (\"flows\",\"levels_active\",\"most_urgent\",\"memory_usage\",\"drops_limit\",\"drops_memory\",\"inversions_avoided\",\"untagged_packets\",\"untagged_bytes\",\"share_forced\"):
+for k in (\"flows\",\"levels_active\",\"most_urgent\",\"memory_usage\",\"drops_limit\",\"drops_memory\",\"inversions_avoided\",\"untagged_packets\",\"untagged_bytes\",\"share_forced\",\"drops_flows\",\"drops_flow_limit\"):
     assert isinstance(x[k], int), k'"
 tcs qdisc del dev dummy0 root
 
@@ -89,6 +89,7 @@ bad "memory_limit junk" 1 "memory_limit" memory_limit 12zz
 bad "quantum 100" 2 "integer out of range" quantum 100
 bad "quantum 2mb" 2 "integer out of range" quantum 2mb
 bad "bypass sometimes" 1 "bypass" bypass sometimes
+bad "flow_limit -1" 1 "flow_limit" flow_limit -1
 bad "unknown option" 1 "unknown option 'colour'" colour blue
 bad "missing value" 255 "not complete" levels
 tcs qdisc del dev dummy0 root

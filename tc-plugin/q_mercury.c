@@ -29,7 +29,7 @@ static void mercury_explain(void)
 		"                   [ untagged { first | last } ] [ untagged_share PERCENT ]\n"
 		"                   [ flow_order { on | off } ] [ flows NUMBER ]\n"
 		"                   [ limit PACKETS ] [ memory_limit BYTES ] [ quantum BYTES ]\n"
-		"                   [ bypass { on | off } ]\n"
+		"                   [ bypass { on | off } ] [ flow_limit PACKETS ]\n"
 		"Tag = (mark, priority or DSCP >> shift) & mask; tag 1 is the most urgent,\n"
 		"tags above levels count as levels, tag 0 is untagged.\n");
 }
@@ -182,6 +182,9 @@ static int mercury_print_opt(struct qdisc_util *qu, FILE *f,
 		mercury_print_exact_size("quantum",
 					 mercury_rta_u32(tb, TCA_MERCURY_QUANTUM));
 	mercury_print_switch(tb, TCA_MERCURY_BYPASS, "bypass");
+	if (tb[TCA_MERCURY_FLOW_LIMIT])
+		print_uint(PRINT_ANY, "flow_limit", "flow_limit %u ",
+			   mercury_rta_u32(tb, TCA_MERCURY_FLOW_LIMIT));
 	return 0;
 }
 
@@ -210,6 +213,8 @@ static void mercury_print_qdisc_xstats(const struct tc_mercury_xstats *st)
 		  st->share_forced);
 	print_u64(PRINT_ANY, "drops_flows", " drops_flows %llu",
 		  st->drops_flows);
+	print_u64(PRINT_ANY, "drops_flow_limit", " drops_flow_limit %llu",
+		  st->drops_flow_limit);
 }
 
 static void mercury_print_class_xstats(const struct tc_mercury_cl_xstats *st)

@@ -112,20 +112,27 @@ def recv(a):
     return 0
 
 
-def send(a):
-    host, port = a.to.rsplit(":", 1)
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+def connect(to, stop=()):
+    """A connection to HOST:PORT, retried for 30 s (the receiver may
+    not listen yet) or until stop is non-empty; None, said, if none."""
+    host, port = to.rsplit(":", 1)
     deadline = time.time() + 30
-    s = None
-    while s is None:
+    while True:
         try:
-            s = socket.create_connection((host, int(port)), timeout=5)
+            return socket.create_connection((host, int(port)), timeout=5)
         except OSError:
             if time.time() > deadline or stop:
-                print("bulk.py: cannot connect to %s" % a.to, file=sys.stderr)
-                return 1
+                print("bulk.py: cannot connect to %s" % to, file=sys.stderr)
+                return None
             time.sleep(0.2)
+
+
+def send(a):
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    s = connect(a.to, stop)
+    if s is None:
+        return 1
     s.settimeout(None)
     # untagged, as a checkpoint upload is: DSCP 0
     s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0)
@@ -177,17 +184,9 @@ def rtt_summary(times):
 
 
 def rtt(a):
-    host, port = a.to.rsplit(":", 1)
-    deadline = time.time() + 30
-    s = None
-    while s is None:
-        try:
-            s = socket.create_connection((host, int(port)), timeout=5)
-        except OSError:
-            if time.time() > deadline:
-                print("bulk.py: cannot connect to %s" % a.to, file=sys.stderr)
-                return 1
-            time.sleep(0.2)
+    s = connect(a.to)
+    if s is None:
+        return 1
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.settimeout(10)
     times = []

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(here, "..", "torch"))
 import report as torch_report     # noqa: E402  (bench/torch/report.py)
 
 SCHEMES = ["ddp", "fifo", "prio", "prio-last", "ets-strict", "ets-quanta",
-           "mercury-share", "mercury", "fq"]
+           "mercury-share", "mercury-fl", "mercury", "fq"]
 LABEL = {"ddp": "stock DDP, pfifo",
          "fifo": "mercury.torch, pfifo",
          "prio": "prio 16, untagged first",
@@ -46,6 +46,7 @@ LABEL = {"ddp": "stock DDP, pfifo",
          "ets-strict": "ets 16 strict, untagged last",
          "ets-quanta": "ets 2 DRR (quanta) + prio 16",
          "mercury-share": "sch_mercury, untagged last, share",
+         "mercury-fl": "sch_mercury, share, flow_limit",
          "mercury": "sch_mercury, untagged first",
          "fq": "fq (default bands)"}
 TARGET = "mercury-share"
@@ -317,16 +318,7 @@ def report(outs, quick=False):
                 if x:
                     text.append("  sch_mercury (port 1, with the bulk): %s" % ", ".join(
                         "%s %d" % kv for kv in sorted(x.items())))
-    text.append("")
-    text.append("tc lines (DEV: the guest's egress port; every port alike):")
-    seen = set()
-    for m in js["models"].values():
-        for s, row in m.items():
-            if s in seen or not isinstance(row, dict) or "tc" not in row:
-                continue
-            seen.add(s)
-            text.append("  %s:" % s)
-            text.extend("    " + l for l in row["tc"])
+    text.extend(tc_section(js))
     return text, js
 
 
@@ -336,9 +328,14 @@ SHALLOW_LABEL = {"ddp": "stock DDP, pfifo",
                  "prio-last": "prio 16 + u32 DSCP filters",
                  "ets-strict": "ets 16 strict + u32 filters",
                  "mercury-share": "sch_mercury, tag dscp",
+                 "mercury-fl": "sch_mercury, flow_limit",
                  "mercury": "sch_mercury, untagged first",
                  "fq": "fq (default bands)"}
-SHALLOW_SCHEMES = ["ddp", "fifo", "prio-last", "ets-strict", "mercury-share", "mercury", "fq"]
+SHALLOW_SCHEMES = ["ddp", "fifo", "prio-last", "ets-strict", "mercury-share", "mercury-fl",
+                   "mercury", "fq"]
+# The sch_mercury the shallow targets judge: as configured for a shallow
+# buffer (flow_limit) where the run has it, else the plain one.
+SHALLOW_TARGETS = ("mercury-fl", "mercury-share")
 UNTAGGED = 0          # the channel of DSCP 0 (and, in prio's catch-all band, 16..63)
 
 
@@ -460,6 +457,20 @@ def read_rtt(out):
         return None
 
 
+def tc_section(js):
+    """Every scheme's tc lines, once each, as the report ends with them."""
+    text = ["", "tc lines (DEV: the guest's egress port; every port alike):"]
+    seen = set()
+    for m in js["models"].values():
+        for s, row in m.items():
+            if s in seen or not isinstance(row, dict) or "tc" not in row:
+                continue
+            seen.add(s)
+            text.append("  %s:" % s)
+            text.extend("    " + l for l in row["tc"])
+    return text
+
+
 def limits_summary(tc):
     """How a scheme's tc lines split the buffer: "pfifo limit 85",
     "16 x pfifo limit 9", ... (every qdisc line below the root that
@@ -545,6 +556,8 @@ def report_shallow(outs, quick=False):
         names = [s for s in SHALLOW_SCHEMES if s in sch] + sorted(
             s for s in sch if s not in SHALLOW_SCHEMES)
         mj = js["models"][model] = {}
+        target = next((t for t in SHALLOW_TARGETS if t in sch), TARGET)
+        js.setdefault("reference", {})[model] = target
         text.append("")
         text.append("%s:" % model)
         text.append("  %-30s %-9s %-38s %-18s %-13s %-5s %s" % (
@@ -558,8 +571,8 @@ def report_shallow(outs, quick=False):
             last = untagged_last(tc)
             ok = [torch_report.run_ips(r) for r in sch[s] if r["ok"]]
             vs = None
-            if s != TARGET:
-                vs = torch_report.bootstrap(torch_report.paired_ratios(sch, TARGET, s))
+            if s != target:
+                vs = torch_report.bootstrap(torch_report.paired_ratios(sch, target, s))
             drops, tapd, tot, queues, per_run, rtos, missed = [], [], {}, [], [], [], []
             for r in sch[s]:
                 tag = "%s.%s.%d" % (model, s, r["rep"])
@@ -599,7 +612,7 @@ def report_shallow(outs, quick=False):
             if len(ok) < len(sch[s]):
                 ips += " %d/%d" % (len(ok), len(sch[s]))
             text.append("  %-30s %-9s %-38s %-18s %-13s %-5s %s" % (
-                SHALLOW_LABEL.get(s, s), ips, fmt_ci(vs) if s != TARGET else "",
+                SHALLOW_LABEL.get(s, s), ips, fmt_ci(vs) if s != target else "",
                 fmt_spread(drops), fmt_spread(rtos),
                 "%d" % sum(d for d in tapd if d is not None)
                 if any(d is not None for d in tapd) else "-",
@@ -608,17 +621,17 @@ def report_shallow(outs, quick=False):
         text.append("  buffer split (%d bytes):" % nbytes)
         for s in names:
             text.append("    %-28s %s" % (SHALLOW_LABEL.get(s, s), mj[s]["limits"]))
-        t = mj.get(TARGET)
+        t = mj.get(target)
         if t:
             q = t["least_urgent_only"]
             ok_drop = bool(q) and all(q)
-            others = {s: r["vs_target"] for s, r in mj.items() if s != TARGET}
+            others = {s: r["vs_target"] for s, r in mj.items() if s != target}
             beats = {s: ci is not None and ci["lo"] is not None and ci["lo"] > 1.0
                      for s, ci in others.items()}
             ok_ips = bool(beats) and all(beats.values())
             mj["targets"] = {"least_urgent_only": ok_drop, "beats_all": ok_ips}
             text.append("")
-            text.append("  targets (%s):" % TARGET)
+            text.append("  targets (%s):" % target)
             text.append("    drops only on the least urgent channels (in each run's queue on "
                         "each port, every channel with drops less urgent than every channel "
                         "that sent without a drop): %s (%d of %d queues)" % (
@@ -631,16 +644,7 @@ def report_shallow(outs, quick=False):
                             "" if ok_ips else " (not above 1.0: %s)" % ", ".join(
                                 "%s %s" % (s, fmt_ci(others[s])) for s in others
                                 if not beats[s])))
-    text.append("")
-    text.append("tc lines (DEV: the guest's egress port; every port alike):")
-    seen = set()
-    for m in js["models"].values():
-        for s, row in m.items():
-            if s in seen or not isinstance(row, dict) or "tc" not in row:
-                continue
-            seen.add(s)
-            text.append("  %s:" % s)
-            text.extend("    " + l for l in row["tc"])
+    text.extend(tc_section(js))
     return text, js
 
 

@@ -36,7 +36,9 @@
 # Settings (environment): BS_SCENARIO ("bulk"; "shallow"; or both),
 # BS_SCHEMES (bulk: "ddp fifo prio prio-last ets-strict ets-quanta
 # mercury-share fq", "mercury", sch_mercury untagged first, also runs;
-# shallow: "ddp fifo prio-last ets-strict mercury-share fq"), BS_SHARE
+# shallow: "ddp fifo prio-last ets-strict mercury-share mercury-fl fq";
+# mercury-fl is sch_mercury with flow_limit, BS_FLOW_LIMIT packets, by
+# default prio's per-band split of the buffer), BS_SHARE
 # (sch_mercury's untagged_share and ets-quanta's split, in %: 10 in bulk,
 # 0 (none) in shallow), BS_BYTES and BS_RTT_MS (shallow), BS_MODELS
 # (tiny), BS_TINY_SIZE / BS_TINY_BATCH, BS_ITERS, BS_REPEAT (3), BS_BOOTS
@@ -72,7 +74,8 @@ export BT_BULK=1 BT_SCENARIO=$scenarios
 [ "$scenarios" = bulk ] || out=$out/$scenarios
 if [ "$scenarios" = shallow ]; then
 	export BT_SHARE=${BS_SHARE:-0}
-	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio-last ets-strict mercury-share fq}
+	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio-last ets-strict mercury-share mercury-fl fq}
+	[ -n "${BS_FLOW_LIMIT:-}" ] && export BT_FLOW_LIMIT=$BS_FLOW_LIMIT
 	# one bandwidth-delay product (the idle link's round trip, measured:
 	# runs/rtt.txt, in the report) plus every channel's initial window
 	# (10 frames of MTU + 14 bytes)

@@ -312,6 +312,32 @@ try:
     check("the buffer's split and the round trip are printed",
           "16 x pfifo limit 9" in p.stdout and "pfifo limit 84" in p.stdout and
           "1.50/2.00" in p.stdout and "BDP at the smallest 5625 bytes" in p.stdout, p.stdout)
+    # sch_mercury with flow_limit (mercury-fl) at 2.4 it/s: where a run has
+    # it, the targets judge it, and the plain sch_mercury is one more scheme
+    with open(os.path.join(tmp, "tc-mercury-fl.txt"), "w") as f:
+        f.write("\n".join(MERC_TC[:-1] + [MERC_TC[-1] + " flow_limit 9"]) + "\n")
+    with open(os.path.join(runs, "index"), "a") as f:
+        for rep in (1, 2, 3):
+            tag = "tiny.mercury-fl.%d" % rep
+            f.write("%s %d\n" % (tag, req + 1))
+            with open(os.path.join(tmp, "stats.%d" % req), "w") as g:
+                g.write(STATS_MERCURY % {"total": 7, "d8": 5, "du": 2})
+            req += 1
+            for r in (0, 1):
+                with open(os.path.join(runs, "%s.r%d.json" % (tag, r)), "w") as g:
+                    json.dump(rank_rec(2.4), g)
+            with open(os.path.join(runs, tag + ".tapdrops"), "w") as g:
+                g.write("0\n0\n0\n0\n")
+    p4 = subprocess.run([sys.executable, os.path.join(here, "report.py"), "--out", tmp],
+                        capture_output=True, text=True)
+    with open(os.path.join(tmp, "bench-shared.json")) as f:
+        j4 = json.load(f)
+    m4 = j4["models"]["tiny"]
+    check("with a flow_limit run, the targets judge it: sch_mercury flow_limit / plain 1.2",
+          p4.returncode == 0 and j4["reference"]["tiny"] == "mercury-fl" and
+          "targets (mercury-fl)" in p4.stdout and
+          abs(m4["mercury-share"]["vs_target"]["median"] - 1.2) < 1e-9 and
+          abs(m4["prio-last"]["vs_target"]["median"] - 1.5) < 1e-9, p4.stdout + p4.stderr)
 finally:
     shutil.rmtree(tmp)
 

@@ -46,6 +46,9 @@ if [ -n "$BYTES" ]; then
 fi
 BAND_LIMIT=${BAND_LIMIT:-$LIMIT}
 FQ_LIMIT=${FQ_LIMIT:-$LIMIT}
+# sch_mercury's flow_limit in the mercury-fl scheme: prio's and ets's
+# per-band limit, the same split of the same buffer, unless given
+FLOW_LIMIT=${FLOW_LIMIT:-$BAND_LIMIT}
 # --- end BT_BULK ---
 # sch_mercury's bytes of truesize: its default (32 MB), or per packet of
 # LIMIT 8 KB or twice the MTU if more (a forwarded skb's truesize is up
@@ -132,6 +135,9 @@ sysctl -qw net.ipv4.ip_forward=1
 #                 and guarantee a share (only DRR bands get one, and every
 #                 strict band is served before any DRR band)
 #   mercury-share sch_mercury, untagged last untagged_share SHARE
+#   mercury-fl    the same with flow_limit FLOW_LIMIT: a flow holding that
+#                 many packets loses its arrivals, so a long transfer
+#                 cannot fill the shared buffer
 #   fq            fq, deep as the others (limit and flow_limit LIMIT);
 #                 its 3 priority bands (Linux 6.7+) keep their defaults:
 #                 iproute2 6.1's tc cannot set priomap or weights
@@ -188,6 +194,10 @@ shared_scheme() {
 	mercury-share)
 		tcx qdisc add dev "$d" parent 1:1 handle 10: mercury tag dscp untagged last \
 			"${share[@]}" limit "$LIMIT" memory_limit "$MEMLIMIT" ;;
+	mercury-fl)
+		tcx qdisc add dev "$d" parent 1:1 handle 10: mercury tag dscp untagged last \
+			"${share[@]}" limit "$LIMIT" memory_limit "$MEMLIMIT" \
+			flow_limit "$FLOW_LIMIT" ;;
 	fq)
 		tcx qdisc add dev "$d" parent 1:1 handle 10: fq limit "$FQ_LIMIT" flow_limit "$FQ_LIMIT" ;;
 	*) return 1 ;;
@@ -209,7 +219,7 @@ set_scheme() {
 		# so that a deep queue drops by count, as pfifo does)
 		mercury) q=(mercury tag dscp limit "$LIMIT" memory_limit "$MEMLIMIT") ;;
 		# --- BT_BULK (make bench-shared) ---
-		prio-last|ets-strict|ets-quanta|mercury-share|fq)
+		prio-last|ets-strict|ets-quanta|mercury-share|mercury-fl|fq)
 			shared_scheme "$1" "$d" || return 1
 			continue ;;
 		# --- end BT_BULK ---

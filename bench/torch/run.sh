@@ -221,7 +221,7 @@ worker_scheme() {
 	*-fp16) echo mercury-fp16 ;;
 	fifo|fifo1|prio|mercury) echo mercury ;;
 	# --- BT_BULK: bench/shared's queues, under mercury.torch ---
-	prio-last|ets-strict|ets-quanta|mercury-share|fq) echo mercury ;;
+	prio-last|ets-strict|ets-quanta|mercury-share|mercury-fl|fq) echo mercury ;;
 	# --- end BT_BULK ---
 	*) return 1 ;;
 	esac
@@ -291,6 +291,9 @@ BYTES=${BT_BYTES:-}
 [ "$BULK" = 1 ] && printf "SHARE=%s\nITERS=%s\nRUN_TIMEOUT=%s\nBULK_TIMEOUT=%s\nSCENARIO=%s\n" "${BT_SHARE:-10}" \
 	"$ITERS" "$RUN_TIMEOUT" "$BULK_TIMEOUT" "$SCENARIO" >> "$out/torch.env"
 [ "$BULK" = 1 ] && [ -n "$BYTES" ] && printf "BYTES=%s\nCHANNELS=%s\n" "$BYTES" "$CHANNELS" >> "$out/torch.env"
+# BT_FLOW_LIMIT: sch_mercury's flow_limit in the mercury-fl scheme
+# (default: guest.sh's per-band split of BYTES)
+[ -n "${BT_FLOW_LIMIT:-}" ] && printf "FLOW_LIMIT=%s\n" "$BT_FLOW_LIMIT" >> "$out/torch.env"
 # tap_dropped TAG: append both taps' tx_dropped (packets the host dropped
 # before the guest: qemu not reading them) to runs/TAG.tapdrops; called
 # before and after a run

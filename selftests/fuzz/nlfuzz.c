@@ -91,6 +91,7 @@ static const struct nlf_attr_def nlf_defs[TCA_MERCURY_MAX + 1] = {
 	[TCA_MERCURY_MEMORY_LIMIT]   = { NLF_U32, 1, TC_MERCURY_MAX_MEMORY_LIMIT, "memory_limit" },
 	[TCA_MERCURY_QUANTUM]	     = { NLF_U32, 256, 1 << 20, "quantum" },
 	[TCA_MERCURY_BYPASS]	     = { NLF_U8, 0, 1, "bypass" },
+	[TCA_MERCURY_FLOW_LIMIT]     = { NLF_U32, 0, UINT32_MAX, "flow_limit" },
 };
 
 /* What the model expects of one request. */

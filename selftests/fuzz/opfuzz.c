@@ -465,12 +465,13 @@ struct opf_pool {
 
 /* By name, as opfuzz.py drew them; tag dscp is new here. */
 enum {
-	OPF_O_BYPASS, OPF_O_FLOW_ORDER, OPF_O_FLOWS, OPF_O_LEVELS, OPF_O_LIMIT,
-	OPF_O_MASK, OPF_O_MEMORY_LIMIT, OPF_O_QUANTUM, OPF_O_SHIFT, OPF_O_TAG,
+	OPF_O_BYPASS, OPF_O_FLOW_LIMIT, OPF_O_FLOW_ORDER, OPF_O_FLOWS,
+	OPF_O_LEVELS, OPF_O_LIMIT, OPF_O_MASK, OPF_O_MEMORY_LIMIT, OPF_O_QUANTUM, OPF_O_SHIFT, OPF_O_TAG,
 	OPF_O_UNTAGGED, OPF_O_UNTAGGED_SHARE, OPF_O_N
 };
 static const struct opf_pool opf_pool[OPF_O_N] = {
 	[OPF_O_BYPASS]	     = { "bypass", { "on", "off" }, 2 },
+	[OPF_O_FLOW_LIMIT]   = { "flow_limit", { "0", "1", "3", "100" }, 4 },
 	[OPF_O_FLOW_ORDER]   = { "flow_order", { "on", "off" }, 2 },
 	[OPF_O_FLOWS]	     = { "flows", { "1", "2", "16", "1024", "65536" }, 5 },
 	[OPF_O_LEVELS]	     = { "levels", { "1", "2", "3", "8", "64", "1024",
@@ -1215,7 +1216,7 @@ static void opf_final_check(void)
 		"levels", levels, "mask", "0xffff", "shift", "0", "tag", "mark",
 		"untagged", "first", "untagged_share", "0", "limit", "10000",
 		"memory_limit", "33554432", "bypass", "off", "flows", "1024",
-		"quantum", "3028", "flow_order", "on",
+		"quantum", "3028", "flow_order", "on", "flow_limit", "0",
 	};
 
 	opf_stop_traffic();

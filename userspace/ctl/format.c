@@ -26,11 +26,12 @@ static void mctl_print_opts_text(FILE *f,
 	mctl_sprint_size(quantum, sizeof(quantum), o->quantum);
 	fprintf(f, " levels %" PRIu32 " tag %s shift %u mask 0x%" PRIx32
 		" untagged %s untagged_share %u flow_order %s flows %" PRIu32
-		" limit %" PRIu32 " memory_limit %s quantum %s bypass %s\n",
+		" limit %" PRIu32 " memory_limit %s quantum %s bypass %s"
+		" flow_limit %" PRIu32 "\n",
 		o->levels, mctl_source_name(o->source), o->shift, o->mask,
 		mctl_untagged_name(o->untagged), o->share,
 		o->flow_order ? "on" : "off", o->flows, o->limit, mem,
-		quantum, o->bypass ? "on" : "off");
+		quantum, o->bypass ? "on" : "off", o->flow_limit);
 }
 
 static void mctl_level_name(char *buf, size_t len, const struct mctl_level *l)
@@ -69,13 +70,15 @@ void mctl_print_text(FILE *f, const struct mctl_qdisc *qs, size_t n,
 				"b\n drops_limit %llu drops_memory %llu"
 				" inversions_avoided %llu\n"
 				" untagged_packets %llu untagged_bytes %llu"
-				" share_forced %llu\n",
+				" share_forced %llu\n"
+				" drops_flows %llu drops_flow_limit %llu\n",
 				q->x.flows, q->x.levels_active,
 				q->x.most_urgent, q->x.memory_usage,
 				q->x.drops_limit, q->x.drops_memory,
 				q->x.inversions_avoided,
 				q->x.untagged_packets, q->x.untagged_bytes,
-				q->x.share_forced);
+				q->x.share_forced, q->x.drops_flows,
+				q->x.drops_flow_limit);
 		for (k = 0; k < q->nlevels; k++) {
 			l = &q->levels[k];
 			mctl_sprint_handle(cls, sizeof(cls),
@@ -151,6 +154,7 @@ struct json_object *mctl_qdisc_json(const struct mctl_qdisc *q,
 		mctl_json_u64(opt, "quantum", q->opts.quantum);
 		json_object_object_add(opt, "bypass",
 				       json_object_new_boolean(q->opts.bypass));
+		mctl_json_u64(opt, "flow_limit", q->opts.flow_limit);
 		json_object_object_add(o, "options", opt);
 	}
 
@@ -170,6 +174,8 @@ struct json_object *mctl_qdisc_json(const struct mctl_qdisc *q,
 		mctl_json_u64(x, "untagged_packets", q->x.untagged_packets);
 		mctl_json_u64(x, "untagged_bytes", q->x.untagged_bytes);
 		mctl_json_u64(x, "share_forced", q->x.share_forced);
+		mctl_json_u64(x, "drops_flows", q->x.drops_flows);
+		mctl_json_u64(x, "drops_flow_limit", q->x.drops_flow_limit);
 		json_object_object_add(o, "xstats", x);
 	}
 
@@ -261,6 +267,8 @@ MCTL_QV(mctl_q_inversions, q->x.inversions_avoided)
 MCTL_QV(mctl_q_untagged_packets, q->x.untagged_packets)
 MCTL_QV(mctl_q_untagged_bytes, q->x.untagged_bytes)
 MCTL_QV(mctl_q_share_forced, q->x.share_forced)
+MCTL_QV(mctl_q_drops_flows, q->x.drops_flows)
+MCTL_QV(mctl_q_drops_flow_limit, q->x.drops_flow_limit)
 MCTL_LV(mctl_l_packets, l->c.packets)
 MCTL_LV(mctl_l_bytes, l->c.bytes)
 MCTL_LV(mctl_l_drops, l->c.drops)
@@ -278,6 +286,11 @@ static const struct mctl_prom_family mctl_families[] = {
 	  MCTL_PROM_XSTATS, "reason=\"limit\"", mctl_q_drops_limit, NULL },
 	{ "mercury_drops_total", NULL, NULL,
 	  MCTL_PROM_XSTATS, "reason=\"memory\"", mctl_q_drops_memory, NULL },
+	{ "mercury_drops_total", NULL, NULL,
+	  MCTL_PROM_XSTATS, "reason=\"flows\"", mctl_q_drops_flows, NULL },
+	{ "mercury_drops_total", NULL, NULL,
+	  MCTL_PROM_XSTATS, "reason=\"flow_limit\"", mctl_q_drops_flow_limit,
+	  NULL },
 	{ "mercury_overlimits_total", "counter", "Overlimit events.",
 	  MCTL_PROM_QDISC, NULL, mctl_q_overlimits, NULL },
 	{ "mercury_requeues_total", "counter", "Packets requeued.",

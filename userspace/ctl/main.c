@@ -75,6 +75,7 @@ static void mctl_usage(FILE *f)
 		"         [untagged first|last] [untagged_share PERCENT]\n"
 		"         [flow_order on|off] [flows N] [limit PACKETS]\n"
 		"         [memory_limit BYTES] [quantum BYTES] [bypass on|off]\n"
+		"         [flow_limit PACKETS]\n"
 		"  -j, --json        JSON output; errors as {\"error\": \"...\"}\n"
 		"      --pretty      indented JSON\n"
 		"  -p, --prometheus  Prometheus text format (show, stats)\n"

@@ -78,6 +78,7 @@ void mctl_opts_merge(struct mercury_qdisc_opts *base,
 	MCTL_TAKE(TCA_MERCURY_MEMORY_LIMIT, memory_limit);
 	MCTL_TAKE(TCA_MERCURY_QUANTUM, quantum);
 	MCTL_TAKE(TCA_MERCURY_BYPASS, bypass);
+	MCTL_TAKE(TCA_MERCURY_FLOW_LIMIT, flow_limit);
 #undef MCTL_TAKE
 	base->set |= o->set;
 }

@@ -55,6 +55,7 @@ enum {
 #define TC_MERCURY_DEF_MEMORY_LIMIT	(32U << 20)	/* bytes */
 #define TC_MERCURY_DEF_QUANTUM		(2 * 1514)	/* bytes */
 #define TC_MERCURY_DEF_BYPASS		1		/* on */
+#define TC_MERCURY_DEF_FLOW_LIMIT	0		/* packets, 0: none */
 
 /* What a TCA_STATS_APP holds: its first field, in both structs below. */
 enum {
@@ -79,6 +80,9 @@ enum {
 	TCA_MERCURY_QUANTUM,		/* u32: bytes per round within a level */
 	TCA_MERCURY_BYPASS,		/* u8: 1 sends a packet that finds the
 					 * qdisc empty straight to the device
+					 */
+	TCA_MERCURY_FLOW_LIMIT,		/* u32: most packets one flow holds
+					 * queued, 0: no such limit
 					 */
 	__TCA_MERCURY_MAX
 };
@@ -105,6 +109,9 @@ struct tc_mercury_xstats {
 					 */
 	__u64	drops_flows;		/* packets dropped: no memory for
 					 * their flow
+					 */
+	__u64	drops_flow_limit;	/* packets dropped: their flow held
+					 * flow_limit packets
 					 */
 };
 

@@ -40,14 +40,15 @@ static void test_parse_every_option(void **state)
 			 "mask", "0x1fff", "untagged", "last",
 			 "untagged_share", "15", "flow_order", "off",
 			 "flows", "2048", "limit", "777", "memory_limit", "4Mb",
-			 "quantum", "9000", "bypass", "off" };
+			 "quantum", "9000", "bypass", "off", "flow_limit", "9" };
 	struct mercury_qdisc_opts o, lib;
 	char err[128] = "";
 
 	(void)state;
-	assert_int_equal(mctl_parse_opts(24, argv, &o, err, sizeof(err)), 0);
+	assert_int_equal(mctl_parse_opts(26, argv, &o, err, sizeof(err)), 0);
 	assert_int_equal(o.set, MCTL_ALL_OPTS);
-	assert_int_equal(mercury_qdisc_opts_parse(24, argv,
+	assert_int_equal(o.flow_limit, 9);
+	assert_int_equal(mercury_qdisc_opts_parse(26, argv,
 						  MERCURY_QDISC_PARSE_RANGES,
 						  &lib, sizeof(lib)), 0);
 	assert_memory_equal(&o, &lib, sizeof(o));
@@ -280,6 +281,7 @@ static void canned(struct mctl_qdisc *q)
 	q->x.untagged_packets = 4;
 	q->x.untagged_bytes = 168;
 	q->x.share_forced = 2;
+	q->x.drops_flow_limit = 5;
 	q->levels = canned_levels;
 	q->nlevels = 2;
 }
@@ -332,12 +334,13 @@ static void test_text(void **state)
 	out = capture(text_all, &q, 1, 0);
 	assert_string_equal(out,
 		"qdisc mercury 1: dev eth0 root\n"
-		" levels 64 tag mark shift 0 mask 0xffff untagged last untagged_share 10 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum 3028b bypass on\n"
+		" levels 64 tag mark shift 0 mask 0xffff untagged last untagged_share 10 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum 3028b bypass on flow_limit 0\n"
 		" sent 15308 bytes 14 pkt (dropped 1, overlimits 0 requeues 0)\n"
 		" backlog 3028b 2p\n"
 		" flows 3 levels_active 1 most_urgent 3 memory_usage 4608b\n"
 		" drops_limit 1 drops_memory 0 inversions_avoided 7\n"
 		" untagged_packets 4 untagged_bytes 168 share_forced 2\n"
+		" drops_flows 0 drops_flow_limit 5\n"
 		" level 3 (class 1:3): sent 15140 bytes 10 pkt dropped 1 backlog 3028b 2p flows 2\n"
 		" level untagged (class 1:ffff): sent 168 bytes 4 pkt dropped 0 backlog 0b 0p flows 1\n");
 	free(out);
@@ -357,13 +360,14 @@ static void test_text_round_trip(void **state)
 	q.opts.memory_limit = 512 * 1024;
 	q.opts.quantum = 9000;
 	q.opts.mask = 0x1fff;
+	q.opts.flow_limit = 12;
 	out = capture(text_all, &q, 1, 0);
 	line = strchr(out, '\n') + 1;
 	*strchr(line, '\n') = '\0';
 	for (tok = strtok_r(line, " ", &save); tok && argc < 32;
 	     tok = strtok_r(NULL, " ", &save))
 		argv[argc++] = tok;
-	assert_int_equal(argc, 24);
+	assert_int_equal(argc, 26);
 	assert_int_equal(mctl_parse_opts(argc, argv, &again, err, sizeof(err)), 0);
 	o = q.opts;
 	o.set = MCTL_ALL_OPTS;
@@ -441,7 +445,7 @@ static void test_json(void **state)
 		"{\"levels\":64,\"tag\":\"mark\",\"shift\":0,\"mask\":65535,"
 		"\"untagged\":\"last\",\"untagged_share\":10,\"flow_order\":true,"
 		"\"flows\":1024,\"limit\":10000,\"memory_limit\":33554432,"
-		"\"quantum\":3028,\"bypass\":true}");
+		"\"quantum\":3028,\"bypass\":true,\"flow_limit\":0}");
 	assert_true(json_object_object_get_ex(q0, "stats", &v));
 	assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
 		"{\"bytes\":15308,\"packets\":14,\"drops\":1,\"overlimits\":0,"
@@ -451,7 +455,8 @@ static void test_json(void **state)
 		"{\"flows\":3,\"levels_active\":1,\"most_urgent\":3,"
 		"\"memory_usage\":4608,\"drops_limit\":1,\"drops_memory\":0,"
 		"\"inversions_avoided\":7,"
-		"\"untagged_packets\":4,\"untagged_bytes\":168,\"share_forced\":2}");
+		"\"untagged_packets\":4,\"untagged_bytes\":168,\"share_forced\":2,"
+		"\"drops_flows\":0,\"drops_flow_limit\":5}");
 	assert_true(json_object_object_get_ex(q0, "levels", &v));
 	assert_int_equal(json_object_array_length(v), 2);
 	lv = json_object_array_get_idx(v, 1);

@@ -68,6 +68,8 @@ const struct mercury_qdisc_attr mercury_qdisc_attrs[] = {
 	    TC_MERCURY_MIN_QUANTUM, TC_MERCURY_MAX_QUANTUM, " bytes", NULL),
 	ROW(TCA_MERCURY_BYPASS, "bypass", 8, MERCURY_QDISC_WORD, bypass,
 	    0, 1, "", switch_words),
+	ROW(TCA_MERCURY_FLOW_LIMIT, "flow_limit", 32, MERCURY_QDISC_NUM,
+	    flow_limit, 0, UINT32_MAX, " packets", NULL),
 };
 #undef ROW
 
@@ -94,6 +96,7 @@ MERCURY_API void mercury_qdisc_opts_defaults(struct mercury_qdisc_opts *o,
 		.share		= TC_MERCURY_DEF_SHARE,
 		.flow_order	= TC_MERCURY_DEF_FLOW_ORDER,
 		.bypass		= TC_MERCURY_DEF_BYPASS,
+		.flow_limit	= TC_MERCURY_DEF_FLOW_LIMIT,
 	};
 
 	if (!o)

@@ -286,6 +286,7 @@ static void test_encode_as_libnl(void **state)
 	nla_put_u32(msg, TCA_MERCURY_MEMORY_LIMIT, o.memory_limit);
 	nla_put_u32(msg, TCA_MERCURY_QUANTUM, o.quantum);
 	nla_put_u8(msg, TCA_MERCURY_BYPASS, o.bypass);
+	nla_put_u32(msg, TCA_MERCURY_FLOW_LIMIT, o.flow_limit);
 	len = mercury_qdisc_opts_encode(&o, buf, sizeof(buf));
 	assert_int_equal(len, nlmsg_datalen(nlmsg_hdr(msg)));
 	assert_memory_equal(buf, nlmsg_data(nlmsg_hdr(msg)), len);
@@ -329,6 +330,8 @@ static void test_defaults(void **state)
 	assert_int_equal(o.flow_order, 1);
 	assert_int_equal(o.bypass, TC_MERCURY_DEF_BYPASS);
 	assert_int_equal(o.bypass, 1);
+	assert_int_equal(o.flow_limit, TC_MERCURY_DEF_FLOW_LIMIT);
+	assert_int_equal(o.flow_limit, 0);
 	/* the tagger's default mask is the qdisc's */
 	assert_int_equal(MERCURY_DEFAULT_MASK, TC_MERCURY_DEF_MASK);
 
@@ -346,7 +349,8 @@ static void test_parse_every_option(void **state)
 			    "mask", "0x1fff", "untagged", "last",
 			    "untagged_share", "15", "flow_order", "off",
 			    "flows", "2048", "limit", "777", "memory_limit",
-			    "1.5m", "quantum", "9000", "bypass", "off");
+			    "1.5m", "quantum", "9000", "bypass", "off",
+			    "flow_limit", "9");
 	struct mercury_qdisc_opts o;
 	unsigned int flags;
 
@@ -354,9 +358,10 @@ static void test_parse_every_option(void **state)
 	for (flags = 0; flags <= MERCURY_QDISC_PARSE_RANGES;
 	     flags += MERCURY_QDISC_PARSE_RANGES) {
 		memset(&o, 0xa5, sizeof(o));
-		assert_int_equal(mercury_qdisc_opts_parse(24, argv, flags, &o,
+		assert_int_equal(mercury_qdisc_opts_parse(26, argv, flags, &o,
 							  sizeof(o)), 0);
 		assert_int_equal(o.set, ALL_SET);
+		assert_int_equal(o.flow_limit, 9);
 		assert_int_equal(o.levels, 4096);
 		assert_int_equal(o.source, TC_MERCURY_TAG_PRIORITY);
 		assert_int_equal(o.shift, 4);
@@ -607,7 +612,7 @@ static void test_format(void **state)
 	}
 	line[used - 1] = '\0';
 	assert_string_equal(line,
-		"levels 1024 tag mark shift 0 mask 0xffff untagged first untagged_share 0 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum 3028b bypass on");
+		"levels 1024 tag mark shift 0 mask 0xffff untagged first untagged_share 0 flow_order on flows 1024 limit 10000 memory_limit 32Mb quantum 3028b bypass on flow_limit 0");
 
 	o.memory_limit = 1572864;
 	o.quantum = 4096;

@@ -558,6 +558,7 @@ struct mercury_qdisc_opts {
 	uint8_t share;			/* untagged share, percent */
 	uint8_t flow_order;		/* 0 or 1 */
 	uint8_t bypass;			/* 0 or 1 */
+	uint32_t flow_limit;		/* packets per flow, 0: no limit */
 };
 
 /*
