@@ -247,28 +247,6 @@ struct apply {
 };
 
 /* The words of @o's options, as a line would give them. */
-static void sprint_opts(char *buf, size_t len,
-			const struct mercury_qdisc_opts *o)
-{
-	size_t used = 0;
-	unsigned int a;
-	int k;
-
-	buf[0] = '\0';
-	for (a = 1; a <= TCA_MERCURY_MAX && used < len; a++) {
-		if (!(o->set & MCTL_BIT(a)))
-			continue;
-		if (used)
-			buf[used++] = ' ';
-		k = mercury_qdisc_opt_format(o, a, buf + used, len - used);
-		if (k < 0)
-			break;
-		used += k;
-	}
-	if (used >= len)
-		buf[len - 1] = '\0';
-}
-
 /* Parse a line's words one pair at a time, to name the bad pair. */
 static int apply_parse(const struct apply *ap,
 		       const struct mctl_conf_line *l,
@@ -341,7 +319,7 @@ static int apply_one(const struct apply *ap, const struct mctl_conf_line *l)
 		say("%s: replacing root qdisc %s with mercury%s%s", l->dev,
 		    *kind ? kind : "none", *words ? " " : "", words);
 	}
-	sprint_opts(opts, sizeof(opts), &send);
+	mctl_sprint_opts(opts, sizeof(opts), &send, send.set);
 	if (ap->dry) {
 		say("%s: dry run: mercuryctl replace %s root%s%s", l->dev,
 		    l->dev, *opts ? " " : "", opts);

@@ -20,18 +20,10 @@ static const char *mctl_untagged_name(uint8_t v)
 static void mctl_print_opts_text(FILE *f,
 				 const struct mercury_qdisc_opts *o)
 {
-	char mem[32], quantum[32];
+	char line[512];
 
-	mctl_sprint_size(mem, sizeof(mem), o->memory_limit);
-	mctl_sprint_size(quantum, sizeof(quantum), o->quantum);
-	fprintf(f, " levels %" PRIu32 " tag %s shift %u mask 0x%" PRIx32
-		" untagged %s untagged_share %u flow_order %s flows %" PRIu32
-		" limit %" PRIu32 " memory_limit %s quantum %s bypass %s"
-		" flow_limit %" PRIu32 "\n",
-		o->levels, mctl_source_name(o->source), o->shift, o->mask,
-		mctl_untagged_name(o->untagged), o->share,
-		o->flow_order ? "on" : "off", o->flows, o->limit, mem,
-		quantum, o->bypass ? "on" : "off", o->flow_limit);
+	mctl_sprint_opts(line, sizeof(line), o, MCTL_ALL_OPTS);
+	fprintf(f, " %s\n", line);
 }
 
 static void mctl_level_name(char *buf, size_t len, const struct mctl_level *l)

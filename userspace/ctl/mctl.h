@@ -69,7 +69,8 @@ void mctl_opts_merge(struct mercury_qdisc_opts *base,
 		     const struct mercury_qdisc_opts *o);
 int mctl_check_opts(const struct mercury_qdisc_opts *o, char *err,
 		    size_t errlen);
-void mctl_sprint_size(char *buf, size_t len, uint32_t bytes);
+void mctl_sprint_opts(char *buf, size_t len,
+		      const struct mercury_qdisc_opts *o, uint32_t which);
 const char *mctl_source_name(uint8_t v);
 void mctl_sprint_handle(char *buf, size_t len, uint32_t handle);
 

@@ -100,15 +100,29 @@ int mctl_check_opts(const struct mercury_qdisc_opts *o, char *err,
 	return 0;
 }
 
-/* Exact sizes that parse back: 32Mb, 64Kb, 3028b. */
-void mctl_sprint_size(char *buf, size_t len, uint32_t bytes)
+/* The options of @which (MCTL_BIT()s) in tc's words, as libmercury
+ * formats them, so that they parse back: "levels 64 memory_limit 32Mb".
+ */
+void mctl_sprint_opts(char *buf, size_t len,
+		      const struct mercury_qdisc_opts *o, uint32_t which)
 {
-	if (bytes && !(bytes % (1u << 20)))
-		snprintf(buf, len, "%" PRIu32 "Mb", bytes >> 20);
-	else if (bytes && !(bytes % 1024))
-		snprintf(buf, len, "%" PRIu32 "Kb", bytes >> 10);
-	else
-		snprintf(buf, len, "%" PRIu32 "b", bytes);
+	size_t used = 0;
+	unsigned int a;
+	int k;
+
+	buf[0] = '\0';
+	for (a = 1; a <= TCA_MERCURY_MAX && used < len; a++) {
+		if (!(which & MCTL_BIT(a)))
+			continue;
+		if (used)
+			buf[used++] = ' ';
+		k = mercury_qdisc_opt_format(o, a, buf + used, len - used);
+		if (k < 0)
+			break;
+		used += k;
+	}
+	if (used >= len)
+		buf[len - 1] = '\0';
 }
 
 /* As tc prints handles: "1:", "1:a", "root". */

@@ -225,17 +225,25 @@ static void test_merge_and_check(void **state)
 
 static void test_sprint(void **state)
 {
-	char b[32];
+	struct mercury_qdisc_opts o;
+	char b[64];
 
 	(void)state;
-	mctl_sprint_size(b, sizeof(b), 32u << 20);
-	assert_string_equal(b, "32Mb");
-	mctl_sprint_size(b, sizeof(b), 512 * 1024);
-	assert_string_equal(b, "512Kb");
-	mctl_sprint_size(b, sizeof(b), 3028);
-	assert_string_equal(b, "3028b");
-	mctl_sprint_size(b, sizeof(b), 0);
-	assert_string_equal(b, "0b");
+	mercury_qdisc_opts_defaults(&o, sizeof(o));
+	o.quantum = 3028;
+	mctl_sprint_opts(b, sizeof(b), &o, MCTL_BIT(TCA_MERCURY_MEMORY_LIMIT) |
+			 MCTL_BIT(TCA_MERCURY_QUANTUM));
+	assert_string_equal(b, "memory_limit 32Mb quantum 3028b");
+	o.memory_limit = 512 * 1024;
+	o.flow_limit = 9;
+	mctl_sprint_opts(b, sizeof(b), &o, MCTL_BIT(TCA_MERCURY_MEMORY_LIMIT) |
+			 MCTL_BIT(TCA_MERCURY_FLOW_LIMIT));
+	assert_string_equal(b, "memory_limit 512Kb flow_limit 9");
+	mctl_sprint_opts(b, sizeof(b), &o, 0);
+	assert_string_equal(b, "");
+	/* cut short, still a string */
+	mctl_sprint_opts(b, 8, &o, MCTL_ALL_OPTS);
+	assert_int_equal(strlen(b), 7);
 	mctl_sprint_handle(b, sizeof(b), 0x10000);
 	assert_string_equal(b, "1:");
 	mctl_sprint_handle(b, sizeof(b), 0x1000a);
