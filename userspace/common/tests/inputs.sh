@@ -301,8 +301,11 @@ bound=30
 
 # ---- 7. python3 -m mercury.torch profile -------------------------------------
 # It needs PyTorch to start at all; without it there is nothing to feed.
-py="env PYTHONPATH=$top/userspace/python python3 -m mercury.torch"
-if python3 -c 'import torch' 2>/dev/null; then
+# PyTorch is Debian's, for Debian's interpreter (as userspace/python's
+# tests run it), whatever python3 comes first on PATH.
+tpy=${TORCH_PYTHON:-/usr/bin/python3}
+py="env PYTHONPATH=$top/userspace/python $tpy -m mercury.torch"
+if $tpy -c 'import torch' 2>/dev/null; then
 	for args in "--model /nonexistent/m.py:Net" "--model torchvision.models:resnet18 --input NaN" \
 		    "--model torchvision.models:resnet18 --classes 1e400" \
 		    "--model torchvision.models:resnet18 --iters -1"; do
