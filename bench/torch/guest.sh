@@ -172,7 +172,7 @@ prio16_filters() {
 }
 shared_scheme() {
 	local s=$1 d=$2 last=(15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15)
-	local qu=$((MTU + 14)) qt=0 share=()
+	local qu=$((MTU + 14)) qt=0 share=() fl=()
 	[ "$SHARE" -gt 0 ] && qt=$((qu * (100 - SHARE) / SHARE)) share=(untagged_share "$SHARE")
 	tcx_start "$s" "$d"
 	case $s in
@@ -191,13 +191,10 @@ shared_scheme() {
 		tcx qdisc add dev "$d" parent 10:2 pfifo limit "$LIMIT" &&
 		tcx qdisc add dev "$d" parent 10:1 handle 20: prio bands 16 priomap "${last[@]}" &&
 		prio16_filters "$d" 20 ;;
-	mercury-share)
+	mercury-share|mercury-fl)
+		[ "$s" = mercury-fl ] && fl=(flow_limit "$FLOW_LIMIT")
 		tcx qdisc add dev "$d" parent 1:1 handle 10: mercury tag dscp untagged last \
-			"${share[@]}" limit "$LIMIT" memory_limit "$MEMLIMIT" ;;
-	mercury-fl)
-		tcx qdisc add dev "$d" parent 1:1 handle 10: mercury tag dscp untagged last \
-			"${share[@]}" limit "$LIMIT" memory_limit "$MEMLIMIT" \
-			flow_limit "$FLOW_LIMIT" ;;
+			"${share[@]}" limit "$LIMIT" memory_limit "$MEMLIMIT" "${fl[@]}" ;;
 	fq)
 		tcx qdisc add dev "$d" parent 1:1 handle 10: fq limit "$FQ_LIMIT" flow_limit "$FQ_LIMIT" ;;
 	*) return 1 ;;

@@ -239,6 +239,9 @@ static void test_sprint(void **state)
 	mctl_sprint_opts(b, sizeof(b), &o, MCTL_BIT(TCA_MERCURY_MEMORY_LIMIT) |
 			 MCTL_BIT(TCA_MERCURY_FLOW_LIMIT));
 	assert_string_equal(b, "memory_limit 512Kb flow_limit 9");
+	o.memory_limit = 0;
+	mctl_sprint_opts(b, sizeof(b), &o, MCTL_BIT(TCA_MERCURY_MEMORY_LIMIT));
+	assert_string_equal(b, "memory_limit 0b");
 	mctl_sprint_opts(b, sizeof(b), &o, 0);
 	assert_string_equal(b, "");
 	/* cut short, still a string */
