@@ -32,6 +32,10 @@ FAULT_TIMEOUT = 5       # seconds, as torch_worker.run_fault sets it
 # the exit, with room. Without mercury.torch's timeouts the ranks would
 # wait for gloo's (60 s here, 30 min by default) or forever.
 FAULT_DEADLINE = 300
+# MERCURY_TEST_DEVICE=cuda: only the compat loops, on the GPU, with the
+# CUDA-only ones (torch_compat.py); the other suites are the CPU run's.
+ON_GPU = os.environ.get("MERCURY_TEST_DEVICE", "cpu") == "cuda"
+GPU_CLASSES = ("Compat", "Compat3", "CompatCuda", "CompatCuda3")
 
 
 def free_port():
@@ -74,14 +78,17 @@ def finish(procs, deadline):
 # time is that of the slowest job, not their sum; each test then reads its
 # job's results.
 _jobs = {}
+_compat = {}    # world size: each rank's compat results
 _tmp = None
 
 
 def setUpModule():
     global _tmp
     _tmp = tempfile.TemporaryDirectory()
-    for key in ((2, "train"), (3, "train"), (3, "kill"), (3, "stall"),
-                (2, "compat"), (3, "compat")):
+    keys = ((2, "compat"), (3, "compat"))
+    if not ON_GPU:
+        keys += ((2, "train"), (3, "train"), (3, "kill"), (3, "stall"))
+    for key in keys:
         d = os.path.join(_tmp.name, "%d%s" % key)
         os.mkdir(d)
         _jobs[key] = (d, launch(key[0], key[1], d))
@@ -203,10 +210,10 @@ for _n in (2, 3):
             _add(_n, _opt, _check)
 
 
-class Compat(unittest.TestCase):
+class CompatRuns(unittest.TestCase):
     """torch_compat.py: the loops DDP users write, under DDP and under
     mercury.torch with the same seeds and data, on 2 ranks (3 ranks:
-    Compat3)."""
+    Compat3); the results of the job and the comparison with DDP."""
     WORLD = 2
     # Largest relative difference from DDP allowed: 2 ranks sum in one
     # order whatever the buckets; 3 ranks round a per-tensor sum against
@@ -222,15 +229,21 @@ class Compat(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        d, procs = _jobs[cls.WORLD, "compat"]
-        # about 15 s of cases on an idle machine; much longer when shared
-        done = finish(procs, 600)
-        for r, (rc, err) in enumerate(done):
-            if rc != 0:
-                raise RuntimeError("compat, %d ranks: rank %d exited %s:\n%s"
-                                   % (cls.WORLD, r, rc, err[-3000:]))
-        cls.res = [torch.load(os.path.join(d, "compat%d.pt" % r))
-                   for r in range(cls.WORLD)]
+        # one job per world size, read by Compat and CompatCuda alike
+        if cls.WORLD not in _compat:
+            d, procs = _jobs[cls.WORLD, "compat"]
+            # about 15 s of cases on an idle machine; much longer when
+            # shared
+            done = finish(procs, 600)
+            for r, (rc, err) in enumerate(done):
+                if rc != 0:
+                    raise RuntimeError(
+                        "compat, %d ranks: rank %d exited %s:\n%s"
+                        % (cls.WORLD, r, rc, err[-3000:]))
+            _compat[cls.WORLD] = [
+                torch.load(os.path.join(d, "compat%d.pt" % r))
+                for r in range(cls.WORLD)]
+        cls.res = _compat[cls.WORLD]
 
     def case(self, name):
         out = []
@@ -279,6 +292,9 @@ class Compat(unittest.TestCase):
         self.assertLessEqual(worst, tol, "largest relative difference")
         return runs
 
+
+
+class Compat(CompatRuns):
     def test_transformer_lm_with_tied_head(self):
         runs = self.equal_to_ddp("lm")
         # out_proj is read by MultiheadAttention, not by its own forward;
@@ -437,6 +453,37 @@ class Compat3(Compat):
     WORLD = 3
     TOL = 1e-5
     TOL_FP16 = 1e-4
+
+
+class CompatCuda(CompatRuns):
+    """torch_compat.CUDA_CASES, run with MERCURY_TEST_DEVICE=cuda only:
+    GradScaler.unscale_ and its inf check read every .grad, so they wait
+    for the all-reduces and nothing is deferred."""
+
+    def check_scaler(self, name):
+        runs = self.equal_to_ddp(name, deferred=False)
+        for r in runs:
+            scale = r["mercury"]["out"]
+            # iteration 1's inf was found on every rank: step skipped,
+            # scale halved
+            self.assertEqual(scale[1], scale[0] / 2, scale)
+
+    def test_grad_scaler_fp16_autocast(self):
+        self.check_scaler("cuda_scaler")
+
+    def test_grad_scaler_unscale_then_clip(self):
+        self.check_scaler("cuda_scaler_clip")
+
+    def test_grad_scaler_fused_adam(self):
+        self.check_scaler("cuda_fused_scaler")
+
+    def test_fused_adam_deferred(self):
+        self.equal_to_ddp("cuda_fused")
+
+
+class CompatCuda3(CompatCuda):
+    WORLD = 3
+    TOL = 1e-5
 
 
 class Faults(unittest.TestCase):
@@ -609,6 +656,19 @@ class Example(unittest.TestCase):
         for it in merc:
             self.assertAlmostEqual(merc[it], ddp[it], delta=1e-3,
                                    msg="iteration %d" % it)
+
+
+def load_tests(loader, standard, pattern):
+    """unittest's hook: the CPU run leaves out CompatCuda*, the GPU run
+    takes GPU_CLASSES only."""
+    keep = unittest.TestSuite()
+    for per_class in standard:
+        for t in per_class:
+            name = type(t).__name__
+            if (name in GPU_CLASSES if ON_GPU
+                    else not name.startswith("CompatCuda")):
+                keep.addTest(t)
+    return keep
 
 
 if __name__ == "__main__":

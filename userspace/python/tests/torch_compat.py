@@ -11,6 +11,11 @@ one failing case does not hide the others. test_torch.py compares.
 Rank 1 sleeps LAG seconds before each backward, so rank 0's step() finds
 its all-reduces unfinished: its steps are deferred to the next forward,
 the path these cases are about.
+
+MERCURY_TEST_DEVICE=cuda runs the same cases with the models and batches
+on the GPU (every rank on the first one; gloo all-reduces CUDA tensors),
+deterministic kernels, and adds CUDA_CASES: torch's own GradScaler with
+fp16 autocast, and fused Adam under it.
 """
 import copy
 import functools
@@ -31,6 +36,11 @@ import mercury.torch
 LAG = 0.03
 CHANNELS = 2
 TIMEOUT = 20
+DEVICE = torch.device(os.environ.get("MERCURY_TEST_DEVICE", "cpu"))
+if DEVICE.type == "cuda":
+    # the DDP and mercury runs of a case must compute the same gradients
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 class TinyLM(torch.nn.Module):
@@ -73,11 +83,12 @@ def gen(rank, it, salt=0):
 
 def mlp_batch(rank, it, salt=0):
     g = gen(rank, it, salt)
-    return (torch.randn(8, 12, generator=g),
-            torch.randint(0, 4, (8,), generator=g))
+    return (torch.randn(8, 12, generator=g).to(DEVICE),
+            torch.randint(0, 4, (8,), generator=g).to(DEVICE))
 
 
 def sgd(model):
+    model.to(DEVICE)
     return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
                            weight_decay=1e-3)
 
@@ -94,7 +105,7 @@ def build_lm(rank):
 
 
 def step_lm(rank, it, net, opt, ctx):
-    tok = torch.randint(0, 32, (4, 9), generator=gen(rank, it))
+    tok = torch.randint(0, 32, (4, 9), generator=gen(rank, it)).to(DEVICE)
     opt.zero_grad()
     logits = net(tok[:, :-1])
     loss = F.cross_entropy(logits.reshape(-1, 32), tok[:, 1:].reshape(-1))
@@ -108,14 +119,14 @@ def build_vit(rank):
     torch.manual_seed(rank)
     m = torchvision.models.VisionTransformer(
         image_size=32, patch_size=8, num_layers=2, num_heads=2,
-        hidden_dim=32, mlp_dim=64, num_classes=10)
+        hidden_dim=32, mlp_dim=64, num_classes=10).to(DEVICE)
     return m, torch.optim.SGD(m.parameters(), lr=0.02, momentum=0.9)
 
 
 def step_vit(rank, it, net, opt, ctx):
     g = gen(rank, it)
-    x = torch.randn(4, 3, 32, 32, generator=g)
-    y = torch.randint(0, 10, (4,), generator=g)
+    x = torch.randn(4, 3, 32, 32, generator=g).to(DEVICE)
+    y = torch.randint(0, 10, (4,), generator=g).to(DEVICE)
     opt.zero_grad()
     loss = F.cross_entropy(net(x), y)
     lag(rank)
@@ -181,7 +192,7 @@ def step_accumulate(rank, it, net, opt, ctx):
 def step_autocast(rank, it, net, opt, ctx):
     x, y = mlp_batch(rank, it)
     opt.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast(DEVICE.type, dtype=torch.bfloat16):
         out = net(x)
     loss = F.cross_entropy(out.float(), y)
     lag(rank)
@@ -209,7 +220,7 @@ def eval_bn(rank, net, model, opt):
     # unless they come from rank 0 (DDP: broadcast before each forward).
     model.eval()
     with torch.no_grad():
-        out = net(torch.randn(6, 12, generator=gen(0, 99)))
+        out = net(torch.randn(6, 12, generator=gen(0, 99)).to(DEVICE))
     model.train()
     return out
 
@@ -286,14 +297,14 @@ def build_foreach(rank):
     # one torch._foreach_zero_ (1.13 and 2.x alike), the step is the
     # multi-tensor one
     torch.manual_seed(rank)
-    m = Mlp()
+    m = Mlp().to(DEVICE)
     return m, torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9,
                               weight_decay=1e-3, foreach=True)
 
 
 def build_amp(rank):
     torch.manual_seed(rank)
-    m = Mlp()
+    m = Mlp().to(DEVICE)
     return m, AmpSGD(m.parameters(), lr=0.05)
 
 
@@ -407,7 +418,7 @@ def amp_contract(rank):
     step unwrapped (torch 2.x's wrapper would run the step hooks around
     it too)."""
     torch.manual_seed(0)
-    m = Mlp()
+    m = Mlp().to(DEVICE)
     opt = OldContractSGD(m.parameters(), lr=0.05)
     Sched2x(opt)                                # before distribute()
     model, opt = mercury.torch.distribute(m, opt, channels=CHANNELS,
@@ -432,6 +443,14 @@ def amp_contract(rank):
     opt.synchronize()
     opt.close()
     return res
+
+
+def _to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.cpu()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_cpu(t) for t in x)
+    return x
 
 
 def compare(rank, build, step, iters, ddp_kw=None, sched=None,
@@ -468,12 +487,12 @@ def compare(rank, build, step, iters, ddp_kw=None, sched=None,
                 s.step()
         r = {"out": out, "deferred": deferred}
         if after:
-            r["after"] = after(rank, net, model, opt)
+            r["after"] = _to_cpu(after(rank, net, model, opt))
         if kind == "mercury":
             r["eager"] = getattr(opt.mercury, "eager_parameters",
                                  lambda: None)()
             opt.synchronize()
-        r["params"] = {n: p.detach().clone()
+        r["params"] = {n: p.detach().cpu().clone()
                        for n, p in model.named_parameters()}
         if kind == "mercury":
             opt.close()
@@ -556,14 +575,67 @@ def bench_models(rank):
                                               timeout=TIMEOUT)
         for it in range(2):
             g = gen(rank, it)
-            x = torch.randn(2, 3, 32, 32, generator=g)
-            y = torch.randint(0, 10, (2,), generator=g)
+            x = torch.randn(2, 3, 32, 32, generator=g).to(DEVICE)
+            y = torch.randint(0, 10, (2,), generator=g).to(DEVICE)
             opt.zero_grad()
             F.cross_entropy(model(x), y).backward()
             opt.step()
         eager[name] = opt.mercury.eager_parameters()
         opt.close()
     return {"eager": eager}
+
+
+# ---- CUDA only (MERCURY_TEST_DEVICE=cuda) --------------------------------
+
+
+def grad_scaler():
+    # torch.amp.GradScaler(device) in newer 2.x, torch.cuda.amp's before
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(DEVICE.type, init_scale=2.0 ** 10)
+    return torch.cuda.amp.GradScaler(init_scale=2.0 ** 10)
+
+
+def build_fused(rank):
+    torch.manual_seed(rank)
+    m = Mlp().to(DEVICE)
+    return m, torch.optim.Adam(m.parameters(), lr=1e-2, fused=True)
+
+
+def step_scaler(clip):
+    """torch's GradScaler with fp16 autocast, as its documentation writes
+    the loop (with clip: unscale_, then clip_grad_norm_). Iteration 1's
+    loss is inf: GradScaler skips that step and halves the scale, which
+    is what the loop returns."""
+    def step(rank, it, net, opt, ctx):
+        scaler = ctx.setdefault("scaler", grad_scaler())
+        x, y = mlp_batch(rank, it)
+        opt.zero_grad()
+        with torch.autocast(DEVICE.type, dtype=torch.float16):
+            loss = F.cross_entropy(net(x), y)
+        if it == 1:
+            loss = loss * float("inf")
+        lag(rank)
+        scaler.scale(loss).backward()
+        if clip:
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(ctx["model"].parameters(), 0.1)
+        scaler.step(opt)
+        scaler.update()
+        return scaler.get_scale()
+    return step
+
+
+CUDA_CASES = {
+    "cuda_scaler": lambda r: compare(r, build_mlp, step_scaler(False), 5),
+    "cuda_scaler_clip": lambda r: compare(r, build_mlp, step_scaler(True),
+                                          5),
+    # fused Adam sets _step_supports_amp_scaling: GradScaler's attribute
+    # path, for real
+    "cuda_fused_scaler": lambda r: compare(r, build_fused,
+                                           step_scaler(False), 5),
+    # fused Adam's deferred partial steps, without a scaler
+    "cuda_fused": lambda r: compare(r, build_fused, step_plain, 5),
+}
 
 
 CASES = {
@@ -619,6 +691,13 @@ CASES = {
     "absent": lambda r: (expect_error(r, build_mlp, channels=CHANNELS,
                                       timeout=3) if r != 1 else {}),
 }
+
+
+if DEVICE.type == "cuda":
+    # before "absent", which must stay last
+    _absent = CASES.pop("absent")
+    CASES.update(CUDA_CASES)
+    CASES["absent"] = _absent
 
 
 def run(rank, world, out, cases=None):

@@ -14,6 +14,7 @@ schedulers, clipping, accumulation, zero_grad modes, BatchNorm at eval, and
 the checks of distribute()), each under DDP and under mercury.torch.
 """
 import datetime
+import faulthandler
 import os
 import signal
 import socket
@@ -172,6 +173,11 @@ def run_fault(rank, world, out, how):
 def main():
     rank, world, port = map(int, sys.argv[1:4])
     out, scenario = sys.argv[4], sys.argv[5]
+    # MERCURY_TEST_STACKS=S: every thread's stack on stderr after S
+    # seconds, to see where a hung job waits
+    if os.environ.get("MERCURY_TEST_STACKS"):
+        faulthandler.dump_traceback_later(
+            float(os.environ["MERCURY_TEST_STACKS"]), exit=False)
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, rank == 0,
                           timeout=datetime.timedelta(seconds=60))
