@@ -9,13 +9,14 @@
  * (every prefix of a topological order is closed under predecessors, so
  * every cut sends forward only).  A dynamic programme over (prefix, machines
  * used, replicas of the last stage) finds the best partition exactly, for
- * that order, under one of two cost models.  Both price a cut by X, every
- * tensor that crosses it: the output of each member in the prefix with a
- * consumer after it, counted once however many consumers it has there (a
- * residual block's skip tensor, a concatenated feature map, not only the
- * prefix's last outputs); this is what PipeDream's optimizer charges too
- * (augment_antichain adds to a state's antichain every ancestor whose
- * output leaves it).  On PipeDream graphs both models zero the Input
+ * that order, under one of two cost models.  Mercury's prices a cut by X,
+ * every tensor that crosses it: the output of each member in the prefix
+ * with a consumer after it, counted once however many consumers it has
+ * there (a residual block's skip tensor, a concatenated feature map, not
+ * only the prefix's last outputs).  PipeDream's prices it as its
+ * optimizer's code does (augment_antichain, pcum_pipedream() below): every
+ * crossing tensor and also one that feeds two of the prefix's last nodes
+ * along different paths.  On PipeDream graphs both models zero the Input
  * sources (data loading, not the device's) and drop the __getitem__ sinks,
  * as its optimizer does; their edges carry nothing.
  *
@@ -114,6 +115,110 @@ struct pcum {
 };
 
 /*
+ * What PipeDream's optimizer charges for the cut after k nodes, as its
+ * code computes it (augment_antichain in graph/graph.py): the outputs of
+ * the prefix's maximal nodes (its antichain) and of every node p in the
+ * prefix that is an ancestor of one of them, a, and has a consumer that is
+ * neither a nor an ancestor of a.  That is every tensor that crosses, and
+ * more: a tensor that feeds two maximal nodes along different paths (one
+ * reaches a, the other does not) is charged although it stays in the
+ * prefix.  With R(v) the set of maximal nodes v reaches (itself included),
+ * p is charged when it is maximal, has a consumer after the cut, or has a
+ * consumer q in the prefix with R(q) missing part of R(p).  Each prefix is
+ * one pass in reverse order over bitsets of its maximal nodes: O(n (n + e))
+ * words in all, in --pipedream-model only.  A node's bytes are its
+ * outputs' (on PipeDream's graphs its activation_size, as the optimizer
+ * sums them).
+ */
+static void pcum_pipedream(const struct mp_graph *g, const int *order,
+			   const int *skip, const double *mb, double *X)
+{
+	int n = g->n, pd = g->format && !strcmp(g->format, "pipedream");
+	int *pos = mp_calloc(n, sizeof(int)), *amax = mp_calloc(n, sizeof(int));
+	double *bytes = mp_calloc(n, sizeof(double));
+	int *seen = mp_calloc(g->nm, sizeof(int));
+	uint64_t *R = NULL, *t;
+
+	for (int i = 0; i < n; i++)
+		pos[order[i]] = i;
+	for (int v = 0; v < n; v++) {
+		if (pd) {
+			bytes[v] = g->nodes[v].act_bytes;
+			continue;
+		}
+		for (int k = g->out_off[v]; k < g->out_off[v + 1]; k++) {
+			const struct mp_edge *e = &g->edges[g->out_e[k]];
+
+			if (!skip[e->dst] && seen[e->src_member] != v + 1) {
+				seen[e->src_member] = v + 1;
+				bytes[v] += mb[e->src_member];
+			}
+		}
+	}
+	for (int k = 1; k < n; k++) {
+		int na = 0, words;
+		double x = 0;
+
+		for (int i = 0; i < k; i++) {
+			int v = order[i], top = 1;
+
+			for (int j = g->out_off[v]; top && j < g->out_off[v + 1];
+			     j++) {
+				int w = g->edges[g->out_e[j]].dst;
+
+				top = skip[w] || pos[w] >= k;
+			}
+			amax[v] = skip[v] || !top ? -1 : na++;
+		}
+		words = (na + 63) / 64;
+		free(R);
+		R = mp_calloc(((size_t)k + 1) * words, sizeof(*R));
+		t = R + (size_t)k * words;
+		for (int i = k - 1; i >= 0; i--) {
+			int v = order[i], charged = amax[v] >= 0;
+			uint64_t *r = R + (size_t)i * words;
+
+			if (skip[v])
+				continue;
+			memset(r, 0, words * sizeof(*r));
+			if (charged)
+				r[amax[v] / 64] |= 1ULL << (amax[v] % 64);
+			for (int j = g->out_off[v]; j < g->out_off[v + 1]; j++) {
+				int w = g->edges[g->out_e[j]].dst;
+
+				if (skip[w])
+					continue;
+				if (pos[w] >= k) {
+					charged = 1;
+					continue;
+				}
+				for (int b = 0; b < words; b++)
+					r[b] |= R[(size_t)pos[w] * words + b];
+			}
+			for (int j = g->out_off[v]; !charged &&
+			     j < g->out_off[v + 1]; j++) {
+				int w = g->edges[g->out_e[j]].dst;
+
+				if (skip[w])
+					continue;
+				memcpy(t, R + (size_t)pos[w] * words,
+				       words * sizeof(*t));
+				for (int b = 0; b < words && !charged; b++)
+					charged = (r[b] & ~t[b]) != 0;
+			}
+			if (charged)
+				x += bytes[v];
+		}
+		X[k] = x;
+	}
+	free(R);
+	free(seen);
+	free(bytes);
+	free(amax);
+	free(pos);
+}
+
+/*
  * X[k]: every tensor that crosses the cut after the first k nodes of the
  * order, i.e. the output of each member with a consumer on both sides
  * counted once (its bytes are its edges'), whichever node consumes it: a
@@ -121,7 +226,8 @@ struct pcum {
  * output.  Edges from and to skipped nodes carry nothing.
  */
 static void pcum_build(const struct mp_graph *g, const int *order,
-		       const int *skip, double speed, struct pcum *pc)
+		       const int *skip, double speed, int pipedream,
+		       struct pcum *pc)
 {
 	int n = g->n;
 	int *left = mp_calloc(g->nm, sizeof(int));	/* consumers after */
@@ -162,6 +268,8 @@ static void pcum_build(const struct mp_graph *g, const int *order,
 	}
 	/* the last prefix has nothing after it */
 	pc->X[n] = 0;
+	if (pipedream)
+		pcum_pipedream(g, order, skip, mb, pc->X);
 	/* tied tensors: where their owners sit in this order */
 	{
 		int *pos = mp_calloc(n, sizeof(int)), cnt = 0;
@@ -583,7 +691,8 @@ int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
 		struct mp_pipe q = { 0 };
 		double per;
 
-		pcum_build(g, ord[t], skip, c->dev[0].speed, &pc);
+		pcum_build(g, ord[t], skip, c->dev[0].speed, o->pipedream,
+			   &pc);
 		x.pc = &pc;
 		x.order = t;
 		per = pipe_dp(&x, &q);
