@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build (or reuse) Mercury's debug guest kernel: Debian's linux-source-6.1,
-# `make tinyconfig` plus scripts/debug-kernel/debug.config (KASAN, kmemleak,
+# Build (or reuse) Mercury's debug guest kernel: Debian's linux-source-6.1
+# (or the series DEBUG_KERNEL_SRC names: 6.12), `make tinyconfig` plus scripts/debug-kernel/debug.config (KASAN, kmemleak,
 # lockdep, UBSAN, ... and everything the guest needs built in).
 #
 #   scripts/debug-kernel/build.sh [-q]
@@ -10,7 +10,7 @@
 # The result is cached outside the clone, so that CI and later runs reuse
 # it, under $MERCURY_DEBUG_KERNEL_CACHE (default
 # /var/cache/mercury/debug-kernel)/<key>/, where <key> hashes the config
-# fragment, the linux-source-6.1 package version and the compiler:
+# fragment, the linux-source package and version and the compiler:
 #   bzImage        the kernel vm-run.sh -k boots
 #   build/         the O= build tree, modules_prepare'd, with Module.symvers
 #                  (make -C <key>/build M=... modules builds sch_mercury)
@@ -33,17 +33,21 @@ quiet=0
 say() { [ $quiet = 1 ] || echo "debug-kernel: $*" >&2; }
 die() { echo "debug-kernel: $*" >&2; exit 1; }
 
-tarball=$(ls /usr/src/linux-source-6.1.tar.* 2>/dev/null | head -n 1) ||
+series=${DEBUG_KERNEL_SRC:-6.1}
+[[ $series =~ ^[0-9]+\.[0-9]+$ ]] ||
+	die "DEBUG_KERNEL_SRC must be a kernel series such as 6.1 or 6.12, not '$series'"
+pkg=linux-source-$series
+tarball=$(ls /usr/src/$pkg.tar.* 2>/dev/null | head -n 1) ||
 	true
-[ -n "$tarball" ] || die "no /usr/src/linux-source-6.1.tar.* (apt-get install linux-source-6.1)"
-srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null) ||
-	die "linux-source-6.1 is not installed as a package"
+[ -n "$tarball" ] || die "no /usr/src/$pkg.tar.* (apt-get install $pkg)"
+srcver=$(dpkg-query -W -f='${Version}' $pkg 2>/dev/null) ||
+	die "$pkg is not installed as a package"
 for t in flex bison bc gcc make; do
 	command -v $t >/dev/null || die "$t missing (run scripts/install-deps.sh)"
 done
 [ -e /usr/include/libelf.h ] || die "libelf-dev missing (run scripts/install-deps.sh)"
 
-key=$( { cat "$frag"; echo "linux-source-6.1 $srcver"; gcc --version | head -n 1; } |
+key=$( { cat "$frag"; echo "$pkg $srcver"; gcc --version | head -n 1; } |
 	sha256sum | cut -c1-16)
 dir=$cache/$key
 mkdir -p "$cache" || die "cannot create $cache"
@@ -60,7 +64,7 @@ fi
 
 # The extracted source is shared by every key of one package version and
 # never written to: each key builds in its own O= tree.
-src=$cache/src-$srcver/linux-source-6.1
+src=$cache/src-$srcver/$pkg
 if [ ! -e "$cache/src-$srcver/extracted" ]; then
 	say "extracting $tarball"
 	rm -rf "$cache/src-$srcver.tmp"
