@@ -14,8 +14,8 @@
 # image), as for make. Suite vm runs the whole guest suite on it and
 # VM_CORE, the scripts that exercise the qdisc's own behaviour, on every
 # other kernel with headers and an image; suite kernels (make
-# test-kernels) runs the whole guest suite, package install included, on
-# each of them.
+# test-kernels) builds as suite build does, then runs the whole guest
+# suite, package install included, on each of them.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -245,9 +245,9 @@ for s in $suites; do
 			vm_kernel "$k" "vm-$k" $(for t in $VM_CORE; do echo selftests/mercury_$t.sh; done)
 		done ;;
 	kernels)
-		# make test-kernels: everything the guest runs, on each kernel.
-		make -s module > "$logs/build-module.log" 2>&1 ||
-			result fail "kernels: make module (see $logs/build-module.log)"
+		# make test-kernels: everything the guest runs, on each kernel,
+		# after what the guest uses is built (tc plugin, tools, fuzzers).
+		run_suite build build_all
 		deb_ok=1
 		if ! make -s deb > "$logs/deb.log" 2>&1; then
 			deb_ok=0
