@@ -14,7 +14,8 @@
 #   scripts/debug-kernel/test-debug.sh [SCRIPT...]
 #
 # With SCRIPTs, only those run (e.g. one selftest while debugging it).
-# FUZZ_SETS and FUZZ_SEQS change the fuzz sizes, VM_TIMEOUT the time
+# DEBUG_KERNEL_SRC=6.12 builds the kernel from linux-source-6.12 (default
+# 6.1). FUZZ_SETS and FUZZ_SEQS change the fuzz sizes, VM_TIMEOUT the time
 # allowed to the whole guest run (seconds), VM_OUT the results directory
 # (out/vm-debug).
 set -u
