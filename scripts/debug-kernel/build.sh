@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build (or reuse) Mercury's debug guest kernel: Debian's linux-source-6.1
-# (or the series DEBUG_KERNEL_SRC names: 6.12), `make tinyconfig` plus scripts/debug-kernel/debug.config (KASAN, kmemleak,
-# lockdep, UBSAN, ... and everything the guest needs built in).
+# (or the series DEBUG_KERNEL_SRC names: 6.12), `make tinyconfig` plus
+# scripts/debug-kernel/debug.config (KASAN, kmemleak, lockdep, UBSAN, ...
+# and everything the guest needs built in).
 #
 #   scripts/debug-kernel/build.sh [-q]
 #

@@ -130,14 +130,19 @@ struct pcum {
  * outputs' (on PipeDream's graphs its activation_size, as the optimizer
  * sums them).
  */
+static int pipedream_graph(const struct mp_graph *g)
+{
+	return g->format && !strcmp(g->format, "pipedream");
+}
+
 static void pcum_pipedream(const struct mp_graph *g, const int *order,
 			   const int *skip, const double *mb, double *X)
 {
-	int n = g->n, pd = g->format && !strcmp(g->format, "pipedream");
+	int n = g->n, pd = pipedream_graph(g);
 	int *pos = mp_calloc(n, sizeof(int)), *amax = mp_calloc(n, sizeof(int));
 	double *bytes = mp_calloc(n, sizeof(double));
 	int *seen = mp_calloc(g->nm, sizeof(int));
-	uint64_t *R = NULL, *t;
+	uint64_t *R = NULL;
 
 	for (int i = 0; i < n; i++)
 		pos[order[i]] = i;
@@ -171,16 +176,15 @@ static void pcum_pipedream(const struct mp_graph *g, const int *order,
 			amax[v] = skip[v] || !top ? -1 : na++;
 		}
 		words = (na + 63) / 64;
+		/* R(v) of the node at position i: row i, zeroed */
 		free(R);
-		R = mp_calloc(((size_t)k + 1) * words, sizeof(*R));
-		t = R + (size_t)k * words;
+		R = mp_calloc((size_t)k * words, sizeof(*R));
 		for (int i = k - 1; i >= 0; i--) {
 			int v = order[i], charged = amax[v] >= 0;
 			uint64_t *r = R + (size_t)i * words;
 
 			if (skip[v])
 				continue;
-			memset(r, 0, words * sizeof(*r));
 			if (charged)
 				r[amax[v] / 64] |= 1ULL << (amax[v] % 64);
 			for (int j = g->out_off[v]; j < g->out_off[v + 1]; j++) {
@@ -198,13 +202,11 @@ static void pcum_pipedream(const struct mp_graph *g, const int *order,
 			for (int j = g->out_off[v]; !charged &&
 			     j < g->out_off[v + 1]; j++) {
 				int w = g->edges[g->out_e[j]].dst;
+				const uint64_t *q = R + (size_t)pos[w] * words;
 
-				if (skip[w])
-					continue;
-				memcpy(t, R + (size_t)pos[w] * words,
-				       words * sizeof(*t));
-				for (int b = 0; b < words && !charged; b++)
-					charged = (r[b] & ~t[b]) != 0;
+				for (int b = 0; !skip[w] && !charged && b < words;
+				     b++)
+					charged = (r[b] & ~q[b]) != 0;
 			}
 			if (charged)
 				x += bytes[v];
@@ -223,7 +225,8 @@ static void pcum_pipedream(const struct mp_graph *g, const int *order,
  * order, i.e. the output of each member with a consumer on both sides
  * counted once (its bytes are its edges'), whichever node consumes it: a
  * skip tensor or a concatenated feature map as much as the last node's
- * output.  Edges from and to skipped nodes carry nothing.
+ * output.  Edges from and to skipped nodes carry nothing.  Under
+ * PipeDream's model pcum_pipedream() then replaces X[1..n-1] by its price.
  */
 static void pcum_build(const struct mp_graph *g, const int *order,
 		       const int *skip, double speed, int pipedream,
@@ -680,8 +683,7 @@ int mp_pipe_solve(const struct mp_graph *g, const struct mp_cluster *c,
 	if (o->bandwidth_Bps > 0)
 		x.B = o->bandwidth_Bps / 1e3;
 	for (int v = 0; v < g->n; v++)
-		skip[v] = g->format && !strcmp(g->format, "pipedream") &&
-			  ignored(g, v);
+		skip[v] = pipedream_graph(g) && ignored(g, v);
 	ord[0] = mp_calloc(g->n, sizeof(int));
 	ord[1] = mp_calloc(g->n, sizeof(int));
 	memcpy(ord[0], g->topo, g->n * sizeof(int));

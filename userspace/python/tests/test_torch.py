@@ -35,7 +35,6 @@ FAULT_DEADLINE = 300
 # MERCURY_TEST_DEVICE=cuda: only the compat loops, on the GPU, with the
 # CUDA-only ones (torch_compat.py); the other suites are the CPU run's.
 ON_GPU = os.environ.get("MERCURY_TEST_DEVICE", "cpu") == "cuda"
-GPU_CLASSES = ("Compat", "Compat3", "CompatCuda", "CompatCuda3")
 
 
 def free_port():
@@ -291,7 +290,6 @@ class CompatRuns(unittest.TestCase):
               % (name, self.WORLD, worst))
         self.assertLessEqual(worst, tol, "largest relative difference")
         return runs
-
 
 
 class Compat(CompatRuns):
@@ -659,14 +657,13 @@ class Example(unittest.TestCase):
 
 
 def load_tests(loader, standard, pattern):
-    """unittest's hook: the CPU run leaves out CompatCuda*, the GPU run
-    takes GPU_CLASSES only."""
+    """unittest's hook: the GPU run takes the compat classes only
+    (CompatRuns'), the CPU run all but CompatCuda's."""
     keep = unittest.TestSuite()
     for per_class in standard:
         for t in per_class:
-            name = type(t).__name__
-            if (name in GPU_CLASSES if ON_GPU
-                    else not name.startswith("CompatCuda")):
+            if (isinstance(t, CompatRuns) if ON_GPU
+                    else not isinstance(t, CompatCuda)):
                 keep.addTest(t)
     return keep
 

@@ -88,6 +88,7 @@ def mlp_batch(rank, it, salt=0):
 
 
 def sgd(model):
+    # every model whose optimizer this builds goes to DEVICE here
     model.to(DEVICE)
     return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9,
                            weight_decay=1e-3)
