@@ -43,7 +43,7 @@ SINK_PID=$!
 ktap_check "$seqs random operation sequences under traffic: accounting adds up, no skb leaked (seed $seed)" \
 	$FZ/mercury-opfuzz --ns-s $NS_S --ns-r $NS_R --dst $ADDR_R --src $ADDR_S \
 	--lladdr "$lladdr_r" --lladdr-s "$lladdr_s" \
-	--ko "$MERCURY_ROOT/sch_mercury.ko" --blast $FZ/mercury-blast --seqs "$seqs" --seed "$seed"
+	--ko "$MERCURY_ROOT/sch_mercury.ko" --blast $FZ/mercury-blast --seqs "$seqs" --seed "$seed" --skb-slack "$(skb_slack)"
 kill $SINK_PID 2>/dev/null
 wait $SINK_PID 2>/dev/null
 SINK_PID=""

@@ -34,7 +34,9 @@
  *     drains to empty;
  * and, after the qdiscs are deleted, the skb-leak check: the active
  * objects of skbuff_head_cache plus skbuff_fclone_cache, after a slab
- * flush, within --skb-slack of the run's starting value.
+ * flush, within --skb-slack (default 64; mercury_fuzz_ops.sh passes
+ * selftests/lib.sh's skb_slack, which counts the per-CPU skb caches) of
+ * the run's starting value.
  *
  * Why C: the Python version ran tc or ip for every step, about 40 a
  * sequence, and in the emulated guest under the debug kernel each spawn
