@@ -15,7 +15,8 @@
 #                   an hour with five schemes, more with all; BT_QUICK=1
 #                   for a preview of every scheme)
 #   make bench-shared training beside a checkpoint upload on one link, per
-#                   qdisc (issue 34's scenario 1; bench/shared/run.sh;
+#                   qdisc (bench/shared/run.sh; BS_SCENARIO=shallow: a
+#                   shallow shared buffer, twojobs: two jobs on one link;
 #                   BS_QUICK=1 for a plumbing check)
 #   make perf       the qdisc cost benchmark (Documentation/performance.md)
 #   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)

@@ -7,7 +7,9 @@ and the bulk's throughput per 5 s window while the training ran.
 Scenario 2 (shallow shared buffer, torch.env's SCENARIO=shallow):
 training it/s with every scheme holding the same total bytes, sch_mercury
 over each scheme paired per repetition, and the drops per channel
-(report_shallow below).
+(report_shallow below). Scenario 3 (SCENARIO=twojobs): two jobs training
+at once, each job's it/s and the mean of their iteration times against
+pfifo's, paired per repetition (report_twojobs).
 
     report.py --out OUTDIR [--quick] [DIR...]
 
@@ -648,6 +650,162 @@ def report_shallow(outs, quick=False):
     return text, js
 
 
+# --- scenario 3: two jobs on one link ---
+TWOJOBS_SCHEMES = ["ddp", "fifo", "prio", "ets-strict", "fq", "mercury"]
+TWOJOBS_LABEL = {"ddp": "stock DDP, pfifo",
+                 "fifo": "mercury.torch, pfifo",
+                 "prio": "mercury.torch, prio 16 + u32 DSCP filters",
+                 "ets-strict": "mercury.torch, ets 16 strict + u32 filters",
+                 "fq": "mercury.torch, fq (default bands)",
+                 "mercury": "mercury.torch, sch_mercury (tag dscp)"}
+TWOJOBS_REF = "fifo"        # pfifo, under the same training code
+TWOJOBS_TARGET = "mercury"
+MEAN_TARGET = 1.2           # the mean iteration time, pfifo's / the scheme's
+JOB_TARGET = 0.95           # each job's it/s, the scheme's / pfifo's
+
+
+def iteration_bounds(out, tag, rank, rec):
+    """A rank's iteration boundaries in absolute seconds: the record's
+    mtime is its end (worker.py writes it when training ends), its
+    "starts" and "end" are seconds after its first forward."""
+    end = os.path.getmtime(os.path.join(out, "runs", "%s.r%d.json" % (tag, rank)))
+    t0 = end - rec["end"]
+    return [t0 + x for x in rec["starts"]] + [end]
+
+
+def window_ips(bounds, lo, hi):
+    """Iterations per second over the iterations (after the first, which
+    fills mercury.torch's pipeline) that lie wholly in [lo, hi]; None
+    with fewer than 2 of them."""
+    idx = [i for i in range(1, len(bounds) - 1) if bounds[i] >= lo and bounds[i + 1] <= hi]
+    if len(idx) < 2:
+        return None
+    return len(idx) / (bounds[idx[-1] + 1] - bounds[idx[0]])
+
+
+def pair_jobs(outs, model, sch, s):
+    """The runs of scheme s in which both jobs finished, one per
+    repetition of a boot, measured while both trained: the jobs run a
+    fixed number of iterations, so the one that finishes first leaves the
+    other the link alone, which a whole-run it/s would credit to the
+    scheme. Each job's it/s is taken over the window from the later
+    job's second iteration to the earlier job's end (window_ips, the
+    slower rank's). {"boot", "rep", "ok", "ips": [job 0, job 1],
+    "window": seconds, "mean_s": the mean of the two jobs' seconds per
+    iteration}; a pair whose window holds fewer than 2 iterations of a
+    job is left out."""
+    jobs = [{(r["boot"], r["rep"]): r for r in sch.get("%s+job%d" % (s, j), [])
+             if r["ok"]} for j in (0, 1)]
+    res = []
+    for key in sorted(set(jobs[0]) & set(jobs[1])):
+        out = outs[key[0]]
+        bounds = [[iteration_bounds(out, "%s.%s+job%d.%d" % (model, s, j, key[1]), r, rec)
+                   for r, rec in enumerate(jobs[j][key]["ranks"])] for j in (0, 1)]
+        lo = max(b[1] for job in bounds for b in job if len(b) > 2)
+        hi = min(b[-1] for job in bounds for b in job)
+        ips = []
+        for job in bounds:
+            v = [window_ips(b, lo, hi) for b in job]
+            ips.append(None if None in v else min(v))
+        if None in ips:
+            continue
+        res.append({"boot": key[0], "rep": key[1], "ok": True, "ips": ips,
+                    "window": hi - lo, "mean_s": (1 / ips[0] + 1 / ips[1]) / 2})
+    return res
+
+
+def report_twojobs(outs, quick=False):
+    out = outs[0]
+    env = torch_report.read_env(out)
+    rate = env.get("RATE", "?")
+    runs = torch_report.load_runs(outs, rate)
+    text, js = [], {"scenario": "twojobs", "rate": rate, "quick": quick, "models": {}}
+    if quick or env.get("QUICK") == "1":
+        js["quick"] = True
+        text.append("PREVIEW (BS_QUICK=1: a plumbing check, not a result)")
+    text.append("bench-shared, scenario 3 (two jobs on one link): link %s, two jobs of "
+                "2 ranks each at once; mercury.torch tags job J's channel c J << 3 | c. "
+                "Each job's it/s while both trained (both s: that window's seconds), "
+                "ratios against mercury.torch on pfifo, paired per repetition: median "
+                "with 95%% bootstrap interval (%d resamples, seed %d)" % (
+                    rate, torch_report.BOOT_RESAMPLES, torch_report.BOOT_SEED))
+    for k, o in enumerate(outs):
+        try:
+            with open(os.path.join(o, "hostload.txt")) as f:
+                text.append("host%s: " % (" (boot %d)" % (k + 1) if len(outs) > 1 else "") +
+                            " | ".join(l.strip().replace("bench-torch: ", "") for l in f
+                                       if "load" in l))
+        except OSError:
+            pass
+    inverse = lambda r: 1 / r["mean_s"]     # noqa: E731  (pfifo's time / the scheme's)
+    for model in sorted(runs):
+        sch = runs[model]
+        base = sorted({t.rsplit("+job", 1)[0] for t in sch if "+job" in t})
+        names = [s for s in TWOJOBS_SCHEMES if s in base] + [
+            s for s in base if s not in TWOJOBS_SCHEMES]
+        pairs = {s: pair_jobs(outs, model, sch, s) for s in names}
+        # each job's runs as pairs (its it/s while both trained), for
+        # paired_ratios
+        single = {"%s+job%d" % (s, j): [dict(p, ipsj=p["ips"][j]) for p in pairs[s]]
+                  for s in names for j in (0, 1)}
+        mj = js["models"][model] = {}
+        text.append("")
+        text.append("%s:" % model)
+        text.append("  %-44s %-11s %-11s %-7s %-8s %-40s %-36s %-36s %s" % (
+            "scheme", "job 0 it/s", "job 1 it/s", "both s", "mean s",
+            "mean iteration: pfifo / this", "job 0: this / pfifo", "job 1: this / pfifo",
+            "RTOs/run"))
+        for s in names:
+            n = len(sch.get(s + "+job0", []))
+            ips = [[p["ips"][j] for p in pairs[s]] for j in (0, 1)]
+            mean = None
+            per_job = [None, None]
+            if s != TWOJOBS_REF:
+                mean = torch_report.bootstrap(torch_report.paired_ratios(
+                    pairs, s, TWOJOBS_REF, metric=inverse))
+                per_job = [torch_report.bootstrap(torch_report.paired_ratios(
+                    single, "%s+job%d" % (s, j), "%s+job%d" % (TWOJOBS_REF, j),
+                    metric=lambda r: r["ipsj"])) for j in (0, 1)]
+            rtos = [r["net"].get("rto") for r in sch.get(s + "+job0", [])]
+            ms = [p["mean_s"] for p in pairs[s]]
+            win = [p["window"] for p in pairs[s]]
+            mj[s] = {"ips": ips, "runs": n, "pairs": len(pairs[s]), "window_s": win,
+                     "mean_s": ms, "mean_vs_ref": mean, "job_vs_ref": per_job,
+                     "rto": rtos, "tc": tc_lines(out, s, env)}
+
+            def cell(ok):
+                c = "%.3f" % statistics.median(ok) if ok else "-"
+                return c + (" %d/%d" % (len(ok), n) if len(ok) < n else "")
+            text.append("  %-44s %-11s %-11s %-7s %-8s %-40s %-36s %-36s %s" % (
+                TWOJOBS_LABEL.get(s, s), cell(ips[0]), cell(ips[1]),
+                "%.1f" % statistics.median(win) if win else "-",
+                "%.3f" % statistics.median(ms) if ms else "-",
+                fmt_ci(mean) if s != TWOJOBS_REF else "(reference)",
+                fmt_ci(per_job[0]) if s != TWOJOBS_REF else "",
+                fmt_ci(per_job[1]) if s != TWOJOBS_REF else "",
+                fmt_spread(rtos)))
+        t = mj.get(TWOJOBS_TARGET)
+        if t and TWOJOBS_REF in mj:
+            m = t["mean_vs_ref"]
+            ok_mean = bool(m) and m["median"] >= MEAN_TARGET and m["lo"] is not None \
+                and m["lo"] > 1.0
+            ok_jobs = [bool(c) and c["median"] >= JOB_TARGET for c in t["job_vs_ref"]]
+            mj["targets"] = {"mean": ok_mean, "jobs": ok_jobs}
+            text.append("")
+            text.append("  targets (%s against %s):" % (TWOJOBS_LABEL[TWOJOBS_TARGET],
+                                                        TWOJOBS_LABEL[TWOJOBS_REF]))
+            text.append("    the mean of the two jobs' iteration times at least %.1fx better "
+                        "(median, interval above 1.0): %s, %s" % (
+                            MEAN_TARGET, "met" if ok_mean else "NOT met", fmt_ci(m)))
+            for j in (0, 1):
+                text.append("    job %d no more than %d%% slower (median it/s ratio at least "
+                            "%.2f): %s, %s" % (j, round(100 * (1 - JOB_TARGET)), JOB_TARGET,
+                                               "met" if ok_jobs[j] else "NOT met",
+                                               fmt_ci(t["job_vs_ref"][j])))
+    text.extend(tc_section(js))
+    return text, js
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -662,8 +820,11 @@ def main():
             if os.path.exists(os.path.join(d, "runs", "index"))]
     if not dirs:
         sys.exit("report.py: no runs/index under %s" % " ".join([a.out] + a.dirs))
-    if torch_report.read_env(dirs[0]).get("SCENARIO") == "shallow":
+    scenario = torch_report.read_env(dirs[0]).get("SCENARIO")
+    if scenario == "shallow":
         text, js = report_shallow(dirs, a.quick)
+    elif scenario == "twojobs":
+        text, js = report_twojobs(dirs, a.quick)
     else:
         text, js = report(dirs, a.quick)
     print("\n".join(text))

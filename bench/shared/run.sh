@@ -28,6 +28,18 @@
 #            this 2-core host (load 1-3.5): about 95 s a repetition of
 #            its 6 schemes and 1.5 min a boot; BS_BOOTS=3 BS_REPEAT=6
 #            took 29 minutes.
+#   twojobs  scenario 3, two jobs on one link: two independent jobs of
+#            the same model (2 ranks each, one in each namespace) train
+#            at once over the same guest egress. mercury.torch runs each
+#            with 7 channels and tags job J's channel c with
+#            job_tag(J, 7, c) = J << 3 | c (DSCP 1..7 and 9..15); stock
+#            DDP does not tag. Schemes: stock DDP on pfifo; mercury.torch
+#            on pfifo (the reference), on prio 16 with u32 DSCP filters
+#            (DSCP t in band t: job 0 and the untagged in bands 0-7, job
+#            1 in 8-15), on 16 strict ets bands (the same filters, t in
+#            band t-1, untagged last), on fq (its default bands) and on
+#            sch_mercury (tag dscp: job 0's channels before job 1's).
+#            Its own output directory (OUTDIR/twojobs).
 #
 #   bench/shared/run.sh [-o OUTDIR]    (default OUTDIR: out/bench-shared)
 #   BS_SCENARIO="bulk shallow" bench/shared/run.sh    both, one after the other
@@ -61,7 +73,7 @@ while [ $# -gt 0 ]; do
 done
 scenarios=${BS_SCENARIO:-bulk}
 for sc in $scenarios; do
-	case $sc in bulk|shallow) ;; *) echo "bench-shared: unknown scenario $sc (bulk, shallow)" >&2; exit 2 ;; esac
+	case $sc in bulk|shallow|twojobs) ;; *) echo "bench-shared: unknown scenario $sc (bulk, shallow, twojobs)" >&2; exit 2 ;; esac
 done
 if [ "$(echo $scenarios | wc -w)" -gt 1 ]; then
 	rc=0
@@ -88,6 +100,15 @@ if [ "$scenarios" = shallow ]; then
 	echo "bench-shared: shallow buffer $BT_BYTES bytes (BDP $bdp at ${rtt} ms + $ch channels x 10 x $frame):" \
 		"$n frames; pfifo limit $n, sch_mercury limit $n, fq limit $(( n / 3 )) per band (3 bands, Linux 6.7+; else $n);" \
 		"prio and ets: $(( n / (ch + 1) )) on each of 16 bands ($((ch + 1)) used: untagged and $ch channels)"
+elif [ "$scenarios" = twojobs ]; then
+	export BT_SHARE=${BS_SHARE:-0}
+	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio ets-strict fq mercury}
+	export BT_CHANNELS=${BT_CHANNELS:-7}
+	# each job at the bench's balanced size (its compute as long as its
+	# gradients on the link): a job that only communicates leaves no idle
+	# link for the other, and no order of two can then beat sharing
+	BS_TINY_SIZE=${BS_TINY_SIZE:-auto}
+	BS_ITERS=${BS_ITERS:-60}
 else
 	export BT_SHARE=${BS_SHARE:-10}
 	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio prio-last ets-strict ets-quanta mercury-share fq}

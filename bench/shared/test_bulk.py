@@ -4,7 +4,9 @@
 window, empty windows written, the open one never), and report.py's
 choice of windows, shares of the link and verdict on a hand-made run
 directory; for scenario 2 (shallow buffer) its reading of the guest's
-counters per channel, the "least urgent only" test and its table. The benchmark itself (a guest boot) stays out of make test."""
+counters per channel, the "least urgent only" test and its table; for
+scenario 3 (two jobs) the paired mean iteration time and each job's
+ratio. The benchmark itself (a guest boot) stays out of make test."""
 import json
 import os
 import re
@@ -338,6 +340,81 @@ try:
           "targets (mercury-fl)" in p4.stdout and
           abs(m4["mercury-share"]["vs_target"]["median"] - 1.2) < 1e-9 and
           abs(m4["prio-last"]["vs_target"]["median"] - 1.5) < 1e-9, p4.stdout + p4.stderr)
+finally:
+    shutil.rmtree(tmp)
+
+# --- scenario 3 (two jobs): each job measured while both trained ---
+def write_job(runs, tag, bounds):
+    """Both ranks' records of a job whose iterations start at bounds[:-1]
+    and end at bounds[-1] (absolute seconds: the record's mtime)."""
+    for r in (0, 1):
+        p = os.path.join(runs, "%s.r%d.json" % (tag, r))
+        with open(p, "w") as f:
+            json.dump({"rank": r, "iters": len(bounds) - 1,
+                       "starts": [t - bounds[0] for t in bounds[:-1]],
+                       "end": bounds[-1] - bounds[0], "losses": [1.0]}, f)
+        os.utime(p, (bounds[-1], bounds[-1]))
+
+
+def steady(t0, rate, n):
+    return [t0 + i / rate for i in range(n + 1)]
+
+
+tmp = tempfile.mkdtemp()
+try:
+    runs = os.path.join(tmp, "runs")
+    os.makedirs(runs)
+    with open(os.path.join(tmp, "torch.env"), "w") as f:
+        f.write('RATE=30mbit\nQUICK=0\nSCHEMES="fifo prio mercury"\nSCENARIO=twojobs\n')
+    # 20 iterations each, both jobs starting at T (1000 s per repetition
+    # apart). pfifo: both 1 it/s. sch_mercury: job 0 2 it/s (ends at
+    # T+10); job 1 1 it/s while job 0 trains, then 4 it/s alone (its
+    # whole-run rate, 20 in 12.5 s = 1.6 it/s, would credit the scheme
+    # with the link job 0 left): in the window [T+1, T+10] job 0 2.0,
+    # job 1 1.0 it/s, mean 0.75 s against pfifo's 1 s: 1.333x. prio:
+    # job 0 2 it/s, job 1 0.5 it/s; in repetition 3 its job 1 did not
+    # finish: no pair.
+    idx = []
+    req = 0
+    for rep in (1, 2, 3):
+        t = 1000.0 * rep
+        jobs = {"fifo": (steady(t, 1.0, 20), steady(t, 1.0, 20)),
+                "mercury": (steady(t, 2.0, 20),
+                            steady(t, 1.0, 10)[:-1] + steady(t + 10, 4.0, 10)),
+                "prio": (steady(t, 2.0, 20), steady(t, 0.5, 20) if rep < 3 else None)}
+        for s in ("fifo", "prio", "mercury"):
+            req += 1
+            for j in (0, 1):
+                tag = "tiny.%s+job%d.%d" % (s, j, rep)
+                idx.append("%s %d" % (tag, req))
+                if jobs[s][j]:
+                    write_job(runs, tag, jobs[s][j])
+    with open(os.path.join(runs, "index"), "w") as f:
+        f.write("\n".join(idx) + "\n")
+    p = subprocess.run([sys.executable, os.path.join(here, "report.py"), "--out", tmp],
+                       capture_output=True, text=True)
+    check("scenario 3: report.py runs on a hand-made two-job run", p.returncode == 0,
+          p.stdout + p.stderr)
+    with open(os.path.join(tmp, "bench-shared.json")) as f:
+        m = json.load(f)["models"]["tiny"]
+    mer = m["mercury"]
+    check("each job's it/s is taken while both trained: job 0 2.0, job 1 1.0 (not 1.6)",
+          all(abs(x - 2.0) < 1e-9 for x in mer["ips"][0]) and
+          all(abs(x - 1.0) < 1e-9 for x in mer["ips"][1]) and
+          all(abs(w - 9.0) < 1e-6 for w in mer["window_s"]), mer)
+    check("the mean iteration time, pfifo's over the scheme's, paired: 1.333x of 3",
+          abs(mer["mean_vs_ref"]["median"] - 4 / 3) < 1e-9 and mer["mean_vs_ref"]["n"] == 3,
+          mer["mean_vs_ref"])
+    check("each job against its own pfifo runs: job 0 2.0x, job 1 1.0x",
+          abs(mer["job_vs_ref"][0]["median"] - 2.0) < 1e-9 and
+          abs(mer["job_vs_ref"][1]["median"] - 1.0) < 1e-9, mer["job_vs_ref"])
+    pr = m["prio"]
+    check("a repetition where one job did not finish gives no pair (prio: 2 of 3, 0.8x)",
+          pr["pairs"] == 2 and pr["runs"] == 3 and
+          abs(pr["mean_vs_ref"]["median"] - 0.8) < 1e-9 and "0.500 2/3" in p.stdout, pr)
+    check("targets: mean at least 1.2x met; job 1 at 1.0x of pfifo met",
+          m["targets"] == {"mean": True, "jobs": [True, True]} and
+          "job 1 no more than 5% slower" in p.stdout, p.stdout)
 finally:
     shutil.rmtree(tmp)
 

@@ -1093,6 +1093,9 @@ def main():
                     "--prev-size; compute's growth between the two is "
                     "extrapolated instead of taking it as the pixels'")
     ap.add_argument("--prev-size", type=int, default=0)
+    ap.add_argument("--step", type=int, default=32,
+                    help="with --balance: round the size to this many "
+                    "pixels (default 32)")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--also", action="append", default=[], metavar="DIR",
                     help="pool the runs of another run directory (another "
@@ -1108,8 +1111,11 @@ def main():
         try:
             if a.size <= 0:
                 raise ValueError("--size must be the profile's input size (> 0)")
+            if a.step <= 0:
+                raise ValueError("--step must be positive, not %d" % a.step)
             size, compute, wire = balanced_size(a.balance, a.rate, a.size,
-                                                a.prev, a.prev_size)
+                                                a.prev, a.prev_size,
+                                                step=a.step, lo=a.step)
         except (OSError, ValueError) as e:
             print("report.py: %s" % e, file=sys.stderr)
             return 1

@@ -149,7 +149,7 @@ tiny_batch=${BT_TINY_BATCH:-8} tiny_size=${BT_TINY_SIZE:-32}
 # vit's sizes must be multiples of its 16 px patch: its probe is, and so
 # is every size the rule picks (report.py rounds to 32 px).
 vit_batch=${BT_VIT_BATCH:-32} vit_size=${BT_VIT_SIZE:-auto}
-resnet18_probe=128 vgg11_probe=64 vit_probe=128
+resnet18_probe=128 vgg11_probe=64 vit_probe=128 tiny_probe=64
 
 die() { echo "bench-torch: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, tap devices)"
@@ -589,6 +589,28 @@ bulk_run() {
 }
 # --- end BT_BULK ---
 
+# --- BT_BULK, scenario 3 (two jobs, bench/shared/run.sh twojobs) ---
+# twojobs_run WORKER MODEL SCHEME REP QUEUE CHANNELS [WORKER ARGS...]: two
+# independent jobs of the same model at once, each with a rank in both
+# namespaces (their own rendezvous ports), over the same guest egress;
+# worker.py --job J makes mercury.torch tag job J's channels job_tag(J,
+# CHANNELS, c) (stock DDP ignores it). Records: TAG MODEL.SCHEME+jobJ.REP.
+twojobs_run() {
+	local w=$1 m=$2 sch=$3 r=$4 q=$5 ch=$6 j pids=() res=ok
+	shift 6
+	guest "$q"
+	for j in 0 1; do
+		echo "$m.$sch+job$j.$r $nreq" >> "$out/runs/index"
+		run_ranks "$w" "$m" "$m.$sch+job$j.$r" "$ch" --job "$j" "$@" &
+		pids+=($!)
+		nrun=$((nrun + 1))	# run_ranks counted in its subshell
+	done
+	for j in 0 1; do wait "${pids[$j]}" || res=FAILED; done
+	echo "bench-torch: [$(($(date +%s) - start))s] $m $sch run $r, two jobs: $res" \
+		"($(cut -d' ' -f1 /proc/loadavg))"
+}
+# --- end BT_BULK ---
+
 # --- BT_BULK, scenario 2: the idle link's round trip, on pfifo, once
 # (runs/rtt.txt: bench/shared/report.py's bandwidth-delay product) ---
 if [ "$BULK" = 1 ] && [ -n "$BYTES" ]; then
@@ -639,6 +661,12 @@ for r in $(seq 1 "$REPEAT"); do
 			ddp-tuned) eval "extra=(--bucket-cap-mb \$${m}_cap)" ;;
 			ddp-powersgd) extra=(--powersgd-rank "$POWERSGD_RANK" --powersgd-start "$POWERSGD_START") ;;
 			esac
+			# --- BT_BULK, scenario 3: both jobs instead of one ---
+			if [ "$BULK" = 1 ] && [ "$SCENARIO" = twojobs ]; then
+				twojobs_run "$w" "$m" "$sch" "$r" "$q" "$ch" "${extra[@]}"
+				continue
+			fi
+			# --- end BT_BULK ---
 			guest "$q"
 			tag=$m.$sch.$r
 			echo "$tag $nreq" >> "$out/runs/index"

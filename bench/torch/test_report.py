@@ -316,7 +316,7 @@ with tempfile.TemporaryDirectory() as d:
 # wire time. A profile of 2 s compute (0.5 forward, 1.5 backward) and
 # 1 M parameters (4 MB) on 8 Mbit/s (1 MB/s: 4 s of wire) at 64 px wants
 # twice the pixels: 64 * sqrt(2) = 90.5, rounded to 32: 96.
-def balance(prof, size, rate, prev=None, prev_size=None):
+def balance(prof, size, rate, prev=None, prev_size=None, extra=()):
     with tempfile.TemporaryDirectory() as d:
         args = []
         for name, what in (("profile", prof), ("prev", prev)):
@@ -329,7 +329,7 @@ def balance(prof, size, rate, prev=None, prev_size=None):
         if prev_size is not None:
             args += ["--prev-size", str(prev_size)]
         return subprocess.run([sys.executable, os.path.join(here, "report.py"),
-                               "--size", str(size), "--rate", rate] + args,
+                               "--size", str(size), "--rate", rate] + args + list(extra),
                               capture_output=True, text=True)
 
 
@@ -385,6 +385,19 @@ for what, prev_size in (("no --prev-size", None), ("--prev-size equal to --size"
     check("--balance --prev with %s is an error, exit 1" % what,
           p.returncode == 1 and not p.stdout and "report.py: " in p.stderr and
           "Traceback" not in p.stderr, p.stdout + p.stderr)
+# make demo's case (a run on a loaded host): 0.70 s at 96 px, 0.24 s at
+# 64 px, 0.44 s of wire: the exponent 2.64 wants 80.5 px; rounded to 32
+# that is 96 (0.70 s of compute, far from the balance), to 16 it is 80.
+p = balance(prof_ms(240), 64, "72727kbit", prof_ms(700), 96)
+p16 = balance(prof_ms(240), 64, "72727kbit", prof_ms(700), 96, ("--step", "16"))
+check("--balance --step 16: make demo's loaded-host case gives 80 px, 96 at the default 32",
+      p.returncode == 0 and p.stdout.split() == ["96", "0.24", "0.44"] and
+      p16.returncode == 0 and p16.stdout.split() == ["80", "0.24", "0.44"],
+      p.stdout + p.stderr + p16.stdout + p16.stderr)
+p = balance(prof_ms(240), 64, "72727kbit", extra=("--step", "0"))
+check("--balance --step 0 is an error, exit 1",
+      p.returncode == 1 and "--step must be positive" in p.stderr and
+      "Traceback" not in p.stderr, p.stdout + p.stderr)
 p = balance(prof_ms(8000), 128, "16mbit", '{"iteration_ms": ', 64)
 check("--balance --prev with a truncated profile is an error, exit 1",
       p.returncode == 1 and "Traceback" not in p.stderr, p.stdout + p.stderr)

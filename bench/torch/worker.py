@@ -143,7 +143,7 @@ def wrap(a, model, optimizer, bucket_cap_mb=None):
     s = a.scheme
     info = {}
     if s.startswith("mercury"):
-        kw = {"channels": a.channels, "tag_source": "dscp"}
+        kw = {"channels": a.channels, "tag_source": "dscp", "job": a.job}
         if s == "mercury-fp16":
             kw["compression"] = "fp16"
         model, optimizer = mercury.torch.distribute(model, optimizer, **kw)
@@ -254,6 +254,8 @@ def main():
     ap.add_argument("--iters", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--channels", type=int, default=8)
+    ap.add_argument("--job", type=int, default=0,
+                    help="mercury.torch's job priority (0 most urgent)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0)

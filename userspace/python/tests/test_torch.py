@@ -151,12 +151,16 @@ class Training(unittest.TestCase):
     def check_sockets(self, n, opt):
         for rank, res in enumerate(self.res[n]):
             socks = res["mercury", opt, "sockets"]
-            # 4 channels, one socket per peer each, DSCP = channel tag.
+            # 4 channels, one socket per peer each, DSCP = channel tag;
+            # the 3-rank job runs as job 1: its channels 8 tags further
+            # (4 channels take 3 bits), every tag below job 2's
             self.assertEqual(sorted((t, p) for t, p, _, _ in socks),
                              sorted((t, p) for t in range(1, 5)
                                     for p in range(n) if p != rank))
+            job = torch_worker.train_job(n)
+            self.assertEqual(job, 1 if n == 3 else 0)
             for tag, peer, tos, _ in socks:
-                self.assertEqual(tos >> 2, tag, (tag, peer, tos))
+                self.assertEqual(tos >> 2, 8 * job + tag, (tag, peer, tos))
 
     def check_deferred(self, n, opt):
         nparams = len(list(torch_worker.Net().parameters()))
@@ -426,6 +430,18 @@ class Compat(CompatRuns):
             self.assertIn("[4, 16] on rank 0", err)
             self.assertIn("[5, 16] on rank 1", err)
 
+    def test_job_differs_between_ranks(self):
+        for err in self.errors("mismatch_job"):
+            self.assertIsNotNone(err)
+            self.assertIn("job is 0 on rank 0, 1 on rank 1", err)
+
+    def test_job_beyond_the_dscp(self):
+        for err in self.errors("job_range"):
+            self.assertIsNotNone(err)
+            self.assertIn("cannot tag 2 channels of job 16 (tags up to 66) "
+                          "with dscp", err)
+            self.assertIn("does not fit mask 0x3f", err)
+
     def test_channels_differ_between_ranks(self):
         for err in self.errors("mismatch_channels"):
             self.assertIsNotNone(err)
@@ -533,6 +549,41 @@ class Priorities(unittest.TestCase):
         self.assertEqual(ch["20"], 8)
         self.assertEqual(sorted(ch.values()), [ch[str(i)]
                                                for i in range(1, 21)])
+
+    def test_job_tags(self):
+        # job << k | channel, k the bits the channel count takes: every
+        # channel of job j more urgent than any of job j + 1
+        from mercury.torch._channels import job_tag
+        self.assertEqual([job_tag(0, 7, c) for c in (1, 7)], [1, 7])
+        self.assertEqual([job_tag(1, 7, c) for c in (1, 7)], [9, 15])
+        self.assertEqual([job_tag(1, 8, c) for c in (1, 8)], [17, 24])
+        self.assertEqual(job_tag(3, 8, 8), 56)
+        for n in (1, 2, 7, 8, 9):
+            for j in range(3):
+                self.assertLess(job_tag(j, n, n), job_tag(j + 1, n, 1))
+
+    def test_bad_job_refused_before_anything(self):
+        # no process group exists: the value is refused before any use
+        m = torch.nn.Linear(2, 2)
+        for job, env, msg in (
+                (-1, None, "job must be a whole number from 0, not -1"),
+                ("2x", None, "job must be a whole number from 0, not '2x'"),
+                (True, None, "not True"),
+                (None, "x", "MERCURY_JOB must be a whole number from 0, "
+                 "not 'x'")):
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            old = os.environ.pop("MERCURY_JOB", None)
+            if env is not None:
+                os.environ["MERCURY_JOB"] = env
+            try:
+                with self.assertRaises(mercury.torch.MercuryTorchError) as cm:
+                    mercury.torch.distribute(m, opt, job=job)
+            finally:
+                os.environ.pop("MERCURY_JOB", None)
+                if old is not None:
+                    os.environ["MERCURY_JOB"] = old
+            self.assertIn(msg, str(cm.exception))
+            self.assertIs(type(opt), torch.optim.SGD)
 
     def test_plan_from_h200_profile(self):
         prof = os.path.join(HERE, "..", "..", "..", "profiles", "h200",

@@ -673,6 +673,12 @@ CASES = {
     "mismatch_channels": lambda r: expect_error(r, build_mlp,
                                                 channels=2 + r,
                                                 timeout=TIMEOUT),
+    "mismatch_job": lambda r: expect_error(r, build_mlp, channels=CHANNELS,
+                                           timeout=TIMEOUT, job=r),
+    # 2 channels take 2 bits: job 16's channel 2 would be tag 66, and the
+    # DSCP holds 6 bits
+    "job_range": lambda r: expect_error(r, build_mlp, channels=CHANNELS,
+                                        timeout=TIMEOUT, job=16),
     "amp_attrs": lambda r: compare(r, build_amp, step_amp, 4),
     "amp_skip": lambda r: compare(r, build_mlp, step_skip, 6),
     "amp_contract": amp_contract,

@@ -98,6 +98,12 @@ def train(rank, model, opt, wrapped, hook=None, deferred=None, waits=None):
     return losses
 
 
+def train_job(world):
+    """The job the train scenario's mercury.torch runs as: the 3-rank one
+    as job 1 (its sockets' DSCP job_tag(1, 4, c) = 8 + c), the other 0."""
+    return 1 if world == 3 else 0
+
+
 def run_train(rank, world, out):
     res = {}
     for opt_name in ("sgd", "adam"):
@@ -109,7 +115,7 @@ def run_train(rank, world, out):
 
         model, opt = make(rank, opt_name)
         model, opt = mercury.torch.distribute(model, opt, channels=4,
-                                              timeout=30)
+                                              timeout=30, job=train_job(world))
         deferred = []
 
         def lag(it):

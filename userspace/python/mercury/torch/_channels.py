@@ -89,12 +89,21 @@ class Channel:
 _serial = [0]
 
 
+def job_tag(job, count, channel):
+    """The tag channel (1..count) of job carries on the wire: the job
+    above the channels, job << k | channel, k the bits count takes (7
+    channels: jobs 8 apart; 8 channels: 16 apart). Job 0 is the most
+    urgent; on one link, every channel of a job goes before any of the
+    next job's."""
+    return (job << count.bit_length()) | channel
+
+
 def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
-                  from_env=False, control=False):
-    """Create count gloo groups over all ranks; tag group k's sockets k+1.
-    With control, one more group after them, tagged 1 (the most urgent)
-    and returned last: small collectives that must not pair with the
-    channels' all-reduces.
+                  from_env=False, control=False, job=0):
+    """Create count gloo groups over all ranks; tag group k's sockets
+    job_tag(job, count, k + 1). With control, one more group after them,
+    tagged as channel 1 (the most urgent) and returned last: small
+    collectives that must not pair with the channels' all-reduces.
 
     Collective: every rank calls it, in the same order as its other
     new_group() calls. Returns (channels, tagger).
@@ -110,11 +119,14 @@ def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
         raise MercuryTorchError("channels must be at least 1, not %d" % count)
     tagger = mercury.Tagger(source=tag_source, shift=shift, mask=mask,
                             from_env=from_env)
+    top = job_tag(job, count, count)
     try:
-        tagger.probe(count)     # a clear EPERM before any group exists
+        tagger.probe(top)   # a clear EPERM or ERANGE before any group exists
     except mercury.MercuryError as e:
-        raise MercuryTorchError("cannot tag %d channels with %s: %s"
-                                % (count, tag_source, e)) from None
+        raise MercuryTorchError("cannot tag %d channels%s with %s: %s"
+                                % (count, " of job %d (tags up to %d)"
+                                   % (job, top) if job else "",
+                                   tag_source, e)) from None
     rank, world = dist.get_rank(), dist.get_world_size()
     store = dist.distributed_c10d._get_default_store()
     _serial[0] += 1
@@ -167,7 +179,7 @@ def open_channels(count, tag_source="dscp", shift=0, mask=0, timeout=120.0,
                 "new_group(); cannot tag this group" % (name, missing))
         for fd in peers.values():
             try:
-                tagger.tag(fd, tag)
+                tagger.tag(fd, job_tag(job, count, tag))
             except mercury.MercuryError as e:
                 raise MercuryTorchError("%s: tagging fd %d: %s"
                                         % (name, fd, e)) from None

@@ -37,6 +37,7 @@ import datetime
 import inspect
 import json
 import math
+import os
 import time
 
 import torch
@@ -185,7 +186,7 @@ def _in_flight(engine, entry):
 
 class _Engine:
     def __init__(self, opt, base, model, plan, channels, tag_source, shift,
-                 mask, timeout, broadcast_buffers, compression):
+                 mask, timeout, broadcast_buffers, compression, job):
         if not isinstance(model, torch.nn.Module):
             raise MercuryTorchError("model must be a torch.nn.Module")
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
@@ -236,14 +237,14 @@ class _Engine:
         self._check_peers({
             "channels": channels, "tag_source": tag_source, "shift": shift,
             "mask": mask, "broadcast_buffers": bool(broadcast_buffers),
-            "compression": compression,
+            "compression": compression, "job": job,
             "plan": (None if plan is None else
                      [self.chan[id(p)] for _, p in self.params])})
 
         self.channels, self.tagger = open_channels(
             channels, tag_source=tag_source or "dscp", shift=shift,
             mask=mask, timeout=self.timeout, from_env=tag_source is None,
-            control=True)
+            control=True, job=job)
         # The per-iteration check that every rank all-reduced the same
         # gradients (_start_check) has a group of its own: on a channel,
         # it would pair with whatever a rank that differs sent there.
@@ -1026,9 +1027,26 @@ _MercuryOptimizer.step.hooked = True
 _classes = {}
 
 
+def _job(job):
+    """job, or MERCURY_JOB when it is None, as a whole number from 0."""
+    what = "job"
+    if job is None:
+        job, what = os.environ.get("MERCURY_JOB", "0"), "MERCURY_JOB"
+    try:
+        n = int(job)
+        ok = n >= 0 and str(n) == str(job).strip()
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or isinstance(job, bool):
+        raise MercuryTorchError("%s must be a whole number from 0, not %r"
+                                % (what, job))
+    return n
+
+
 def DistributedOptimizer(optimizer, model, plan=None, channels=8,
                          tag_source=None, shift=0, mask=0, timeout=120.0,
-                         broadcast_buffers=True, compression=None):
+                         broadcast_buffers=True, compression=None,
+                         job=None):
     """Make optimizer (in place; it is also returned) step model's
     parameters data-parallel over Mercury.
 
@@ -1040,15 +1058,21 @@ def DistributedOptimizer(optimizer, model, plan=None, channels=8,
     1..channels. tag_source: "dscp" (default; also MERCURY_TAG_SOURCE),
     "priority" or "mark", with the qdisc's shift and mask. timeout: seconds
     a wait may take before the job ends with a PeerError naming the peer.
+    job: this job's priority among the jobs sharing a link, 0 (the
+    default; also MERCURY_JOB) the most urgent: channel c is tagged
+    job << k | c, k the bits channels takes (so with the DSCP, 7 channels
+    leave room for 8 jobs, 8 channels for 4).
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise MercuryTorchError("optimizer must be a torch.optim.Optimizer")
     if isinstance(optimizer, _MercuryOptimizer):
         raise MercuryTorchError("optimizer is already distributed")
+    job = _job(job)
     base = type(optimizer)
     cells = _route_step(optimizer)
     engine = _Engine(optimizer, base, model, plan, channels, tag_source,
-                     shift, mask, timeout, broadcast_buffers, compression)
+                     shift, mask, timeout, broadcast_buffers, compression,
+                     job)
     cls = _classes.get(base)
     if cls is None:
         cls = _classes[base] = type("Mercury" + base.__name__,
