@@ -665,12 +665,15 @@ JOB_TARGET = 0.95           # each job's it/s, the scheme's / pfifo's
 
 
 def iteration_bounds(out, tag, rank, rec):
-    """A rank's iteration boundaries in absolute seconds: the record's
-    mtime is its end (worker.py writes it when training ends), its
-    "starts" and "end" are seconds after its first forward."""
-    end = os.path.getmtime(os.path.join(out, "runs", "%s.r%d.json" % (tag, rank)))
-    t0 = end - rec["end"]
-    return [t0 + x for x in rec["starts"]] + [end]
+    """A rank's iteration boundaries in wall-clock seconds: its "starts"
+    and "end" are seconds after its first forward, whose wall-clock time
+    is "start_wall" (worker.py), or in older records the record's mtime
+    (written when training ended) less "end"."""
+    t0 = rec.get("start_wall")
+    if t0 is None:
+        t0 = os.path.getmtime(os.path.join(out, "runs", "%s.r%d.json" % (tag, rank))) - \
+            rec["end"]
+    return [t0 + x for x in rec["starts"]] + [t0 + rec["end"]]
 
 
 def window_ips(bounds, lo, hi):

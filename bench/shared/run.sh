@@ -39,7 +39,11 @@
 #            1 in 8-15), on 16 strict ets bands (the same filters, t in
 #            band t-1, untagged last), on fq (its default bands) and on
 #            sch_mercury (tag dscp: job 0's channels before job 1's).
-#            Its own output directory (OUTDIR/twojobs).
+#            Each job at the size whose step computes twice as long as
+#            its gradients take on the link (the size rule at half the
+#            rate, BT_BALANCE_RATE), 60 iterations; each job's it/s is
+#            taken while both train. Its own output directory
+#            (OUTDIR/twojobs).
 #
 #   bench/shared/run.sh [-o OUTDIR]    (default OUTDIR: out/bench-shared)
 #   BS_SCENARIO="bulk shallow" bench/shared/run.sh    both, one after the other
@@ -104,10 +108,17 @@ elif [ "$scenarios" = twojobs ]; then
 	export BT_SHARE=${BS_SHARE:-0}
 	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio ets-strict fq mercury}
 	export BT_CHANNELS=${BT_CHANNELS:-7}
-	# each job at the bench's balanced size (its compute as long as its
-	# gradients on the link): a job that only communicates leaves no idle
-	# link for the other, and no order of two can then beat sharing
+	# each job at the size whose step computes twice as long as its
+	# gradients take on the link (the bench's rule at half the rate): alone
+	# it leaves about half the link idle, so two jobs fit if their
+	# communication interleaves. At the bench's own balance (compute =
+	# wire) two jobs saturate the link, and no order of them can beat
+	# sharing it: the iterations a second both jobs make together stay
+	# what pfifo gives, only who gets them changes.
 	BS_TINY_SIZE=${BS_TINY_SIZE:-auto}
+	rate=${BS_RATE:-30mbit}
+	export BT_BALANCE_RATE=${BT_BALANCE_RATE:-$(awk -v r="$rate" 'BEGIN {
+		u = r; sub(/^[0-9.]+/, "", u); sub(/[a-z]+$/, "", r); printf "%g%s", r / 2, u }')}
 	BS_ITERS=${BS_ITERS:-60}
 else
 	export BT_SHARE=${BS_SHARE:-10}

@@ -344,16 +344,20 @@ finally:
     shutil.rmtree(tmp)
 
 # --- scenario 3 (two jobs): each job measured while both trained ---
-def write_job(runs, tag, bounds):
+def write_job(runs, tag, bounds, wall=True):
     """Both ranks' records of a job whose iterations start at bounds[:-1]
-    and end at bounds[-1] (absolute seconds: the record's mtime)."""
+    and end at bounds[-1], wall-clock seconds: the record's start_wall,
+    or without it (wall=False: an older worker.py) the record's mtime."""
     for r in (0, 1):
         p = os.path.join(runs, "%s.r%d.json" % (tag, r))
+        rec = {"rank": r, "iters": len(bounds) - 1,
+               "starts": [t - bounds[0] for t in bounds[:-1]],
+               "end": bounds[-1] - bounds[0], "losses": [1.0]}
+        if wall:
+            rec["start_wall"] = bounds[0]
         with open(p, "w") as f:
-            json.dump({"rank": r, "iters": len(bounds) - 1,
-                       "starts": [t - bounds[0] for t in bounds[:-1]],
-                       "end": bounds[-1] - bounds[0], "losses": [1.0]}, f)
-        os.utime(p, (bounds[-1], bounds[-1]))
+            json.dump(rec, f)
+        os.utime(p, (bounds[-1], bounds[-1]) if not wall else (5.0, 5.0))
 
 
 def steady(t0, rate, n):
@@ -388,7 +392,9 @@ try:
                 tag = "tiny.%s+job%d.%d" % (s, j, rep)
                 idx.append("%s %d" % (tag, req))
                 if jobs[s][j]:
-                    write_job(runs, tag, jobs[s][j])
+                    # repetition 2's records as an older worker.py wrote
+                    # them: the mtime is the end
+                    write_job(runs, tag, jobs[s][j], wall=rep != 2)
     with open(os.path.join(runs, "index"), "w") as f:
         f.write("\n".join(idx) + "\n")
     p = subprocess.run([sys.executable, os.path.join(here, "report.py"), "--out", tmp],

@@ -119,6 +119,10 @@ else
 	[ "${BT_CAPTURE:-0}" = 1 ] || [ "${BT_BULK:-0}" = 1 ] && BOOTS=${BT_BOOTS:-1}
 fi
 RATE=${BT_RATE:-30mbit}
+# the rate the size rule balances a step's compute against (BT_BALANCE_RATE:
+# half of RATE makes the compute twice the wire time, a job that leaves
+# half the link to another: bench/shared's two-job scenario)
+BALANCE_RATE=${BT_BALANCE_RATE:-$RATE}
 MTU=${BT_MTU:-1500}
 WARMUP=${BT_WARMUP:-1}
 DDP_BUCKETS=${BT_DDP_BUCKETS:-1 5 25}
@@ -424,7 +428,7 @@ for m in $MODELS; do
 		eval "probe=\$${m}_probe"
 		profile "$m" "$b" "$probe"
 		read -r s c w < <("$PY" "$here/report.py" --balance "$out/profile-$m.json" \
-			--size "$probe" --rate "$RATE") || die "cannot choose the size of $m"
+			--size "$probe" --rate "$BALANCE_RATE") || die "cannot choose the size of $m"
 		echo "bench-torch: $m: compute $c s a step at $probe px against $w s of" \
 			"gradients at $RATE: size $s px" | tee -a "$out/hostload.txt"
 		eval "${m}_size=$s"
@@ -436,7 +440,7 @@ for m in $MODELS; do
 		mv "$out/profile-$m.json" "$out/runs/profile-$m.probe.json"
 		profile "$m" "$b" "$s"
 		read -r s2 c w < <("$PY" "$here/report.py" --balance "$out/profile-$m.json" \
-			--size "$s" --rate "$RATE" --prev "$out/runs/profile-$m.probe.json" \
+			--size "$s" --rate "$BALANCE_RATE" --prev "$out/runs/profile-$m.probe.json" \
 			--prev-size "$probe") || die "cannot choose the size of $m"
 		echo "bench-torch: $m: compute $c s a step at $s px against $w s of" \
 			"gradients: size $s2 px" | tee -a "$out/hostload.txt"
