@@ -430,7 +430,7 @@ for m in $MODELS; do
 		read -r s c w < <("$PY" "$here/report.py" --balance "$out/profile-$m.json" \
 			--size "$probe" --rate "$BALANCE_RATE") || die "cannot choose the size of $m"
 		echo "bench-torch: $m: compute $c s a step at $probe px against $w s of" \
-			"gradients at $RATE: size $s px" | tee -a "$out/hostload.txt"
+			"gradients at $BALANCE_RATE: size $s px" | tee -a "$out/hostload.txt"
 		eval "${m}_size=$s"
 	fi
 	if [ -n "$probe" ] && [ "$probe" != "$s" ]; then
