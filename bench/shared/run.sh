@@ -43,7 +43,11 @@
 #            its gradients take on the link (the size rule at half the
 #            rate, BT_BALANCE_RATE), 60 iterations; each job's it/s is
 #            taken while both train. Its own output directory
-#            (OUTDIR/twojobs).
+#            (OUTDIR/twojobs). On a 2-core host the four ranks are then
+#            CPU-bound (Documentation/results/bench-shared.md, scenario
+#            3): BS_TINY_SIZE=64 BT_BALANCE_RATE= (the rule's own
+#            balance) measures the link, saturated by the two jobs.
+#            About 13 minutes a boot at 160 px (2 repetitions).
 #
 #   bench/shared/run.sh [-o OUTDIR]    (default OUTDIR: out/bench-shared)
 #   BS_SCENARIO="bulk shallow" bench/shared/run.sh    both, one after the other
