@@ -45,8 +45,8 @@
 #            taken while both train. Its own output directory
 #            (OUTDIR/twojobs). On a 2-core host the four ranks are then
 #            CPU-bound (Documentation/results/bench-shared.md, scenario
-#            3): BS_TINY_SIZE=64 BT_BALANCE_RATE= (the rule's own
-#            balance) measures the link, saturated by the two jobs.
+#            3); BS_TINY_SIZE=64 (the rule's own balance at 30 Mbit/s
+#            here) measures the link, saturated by the two jobs.
 #            About 13 minutes a boot at 160 px (2 repetitions).
 #
 #   bench/shared/run.sh [-o OUTDIR]    (default OUTDIR: out/bench-shared)
