@@ -207,9 +207,7 @@ def report(outs, quick=False):
     runs = torch_report.load_runs(outs, rate)
     reqs = [index_reqs(o) for o in outs]
     text, js = [], {"rate": rate, "share": share, "quick": quick, "models": {}}
-    if quick or env.get("QUICK") == "1":
-        js["quick"] = True
-        text.append("PREVIEW (BS_QUICK=1: a plumbing check, not a result)")
+    text.extend(preview(env, quick, js))
     text.append("bench-shared, scenario 1 (background bulk): link %s, sch_mercury "
                 "untagged_share %g; bulk per 5 s window as %% of the link "
                 "(payload bytes); ratios: median with 95%% bootstrap interval "
@@ -516,6 +514,28 @@ def fmt_spread(xs):
     return "%g (%d-%d)" % (statistics.median(xs), min(xs), max(xs))
 
 
+def preview(env, quick, js):
+    """The preview line of a BS_QUICK=1 run (marked in js too), or none."""
+    if quick or env.get("QUICK") == "1":
+        js["quick"] = True
+        return ["PREVIEW (BS_QUICK=1: a plumbing check, not a result)"]
+    return []
+
+
+def host_loads(outs):
+    """A line per boot: the host's load averages run.sh recorded."""
+    text = []
+    for k, o in enumerate(outs):
+        try:
+            with open(os.path.join(o, "hostload.txt")) as f:
+                text.append("host%s: " % (" (boot %d)" % (k + 1) if len(outs) > 1 else "") +
+                            " | ".join(l.strip().replace("bench-torch: ", "") for l in f
+                                       if "load" in l))
+        except OSError:
+            pass
+    return text
+
+
 def report_shallow(outs, quick=False):
     out = outs[0]
     env = torch_report.read_env(out)
@@ -528,9 +548,7 @@ def report_shallow(outs, quick=False):
     reqs = [index_reqs(o) for o in outs]
     text, js = [], {"scenario": "shallow", "rate": rate, "bytes": nbytes, "channels": chans,
                     "quick": quick, "models": {}}
-    if quick or env.get("QUICK") == "1":
-        js["quick"] = True
-        text.append("PREVIEW (BS_QUICK=1: a plumbing check, not a result)")
+    text.extend(preview(env, quick, js))
     rtts = [read_rtt(o) for o in outs]
     js["rtt_ms"] = rtts
     text.append("bench-shared, scenario 2 (shallow shared buffer): link %s, every scheme "
@@ -545,14 +563,7 @@ def report_shallow(outs, quick=False):
                     "BDP at the smallest %.0f bytes; %d channels x 10 initial-window frames "
                     "%d bytes" % (", ".join("%.2f/%.2f" % (r["min"], r["median"]) for r in have),
                                   bps * lo / 1000, chans, chans * 10 * (mtu + 14)))
-    for k, o in enumerate(outs):
-        try:
-            with open(os.path.join(o, "hostload.txt")) as f:
-                text.append("host%s: " % (" (boot %d)" % (k + 1) if len(outs) > 1 else "") +
-                            " | ".join(l.strip().replace("bench-torch: ", "") for l in f
-                                       if "load" in l))
-        except OSError:
-            pass
+    text.extend(host_loads(outs))
     for model in sorted(runs):
         sch = runs[model]
         names = [s for s in SHALLOW_SCHEMES if s in sch] + sorted(
@@ -723,23 +734,14 @@ def report_twojobs(outs, quick=False):
     rate = env.get("RATE", "?")
     runs = torch_report.load_runs(outs, rate)
     text, js = [], {"scenario": "twojobs", "rate": rate, "quick": quick, "models": {}}
-    if quick or env.get("QUICK") == "1":
-        js["quick"] = True
-        text.append("PREVIEW (BS_QUICK=1: a plumbing check, not a result)")
+    text.extend(preview(env, quick, js))
     text.append("bench-shared, scenario 3 (two jobs on one link): link %s, two jobs of "
                 "2 ranks each at once; mercury.torch tags job J's channel c J << 3 | c. "
                 "Each job's it/s while both trained (both s: that window's seconds), "
                 "ratios against mercury.torch on pfifo, paired per repetition: median "
                 "with 95%% bootstrap interval (%d resamples, seed %d)" % (
                     rate, torch_report.BOOT_RESAMPLES, torch_report.BOOT_SEED))
-    for k, o in enumerate(outs):
-        try:
-            with open(os.path.join(o, "hostload.txt")) as f:
-                text.append("host%s: " % (" (boot %d)" % (k + 1) if len(outs) > 1 else "") +
-                            " | ".join(l.strip().replace("bench-torch: ", "") for l in f
-                                       if "load" in l))
-        except OSError:
-            pass
+    text.extend(host_loads(outs))
     inverse = lambda r: 1 / r["mean_s"]     # noqa: E731  (pfifo's time / the scheme's)
     for model in sorted(runs):
         sch = runs[model]
