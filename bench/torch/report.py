@@ -38,7 +38,8 @@ With --balance, prints the input size at which the profile's compute
 equals its gradients' wire time at RATE, then that compute and wire time
 in seconds (run.sh chooses each model's size with it); with --prev, a
 profile of the same model at another size, from how compute grew between
-the two.
+the two; with --plus-forward, where the wire time equals the compute
+plus one more forward (make demo); --step N rounds to N pixels (32).
 Standard library only (the tests run it with any python3).
 """
 import argparse
@@ -246,8 +247,14 @@ def profile_times(profile, rate):
     return compute, wire
 
 
+def forward_time(profile):
+    """One step's forward in seconds (profile_times has checked it)."""
+    with open(profile) as f:
+        return float(json.load(f)["iteration_ms"]["fwd_ms"]) / 1000
+
+
 def balanced_size(profile, rate, size, prev=None, prev_size=0,
-                  step=32, lo=32, hi=512, near=1.2):
+                  step=32, lo=32, hi=512, near=1.2, plus_forward=False):
     """The input size (pixels a side) at which one step's compute equals
     the time its gradients take on a link of rate (profile_times): what
     makes a setting communication-bound without leaving nothing to
@@ -258,20 +265,31 @@ def balanced_size(profile, rate, size, prev=None, prev_size=0,
     pixels), so with prev, a profile of the same model at prev_size, the
     exponent is the one the two measured instead, and a profile already
     within a factor near of the balance keeps its size. Rounded to step,
-    within [lo, hi]. Returns (size, compute, wire) of profile."""
+    within [lo, hi]. Returns (size, compute, wire) of profile.
+
+    plus_forward: balance the wire time against a step's compute plus
+    one more forward instead: the size at which the order of the
+    gradients has the most to gain, all of the next forward's compute
+    able to run while the last gradients are still on the link (make
+    demo's rule). compute and wire are returned as measured."""
     compute, wire = profile_times(profile, rate)
+    measured = compute
+    if plus_forward:
+        compute += forward_time(profile)
     k = 2.0
     if prev is not None:
         if prev_size <= 0 or prev_size == size:
             raise ValueError("--prev needs the other profile's size, not %d" % prev_size)
         if max(compute, wire) / min(compute, wire) <= near:
-            return size, compute, wire
+            return size, measured, wire
         c0, _ = profile_times(prev, rate)
+        if plus_forward:
+            c0 += forward_time(prev)
         # Timing noise can make the fit absurd; between linear in the
         # side and its fourth power covers what a CPU or GPU shows.
         k = max(1.0, min(4.0, math.log(compute / c0) / math.log(size / prev_size)))
     s = step * round(size * (wire / compute) ** (1 / k) / step)
-    return max(lo, min(hi, s)), compute, wire
+    return max(lo, min(hi, s)), measured, wire
 
 
 def link_use(out, req, rate):
@@ -1093,6 +1111,9 @@ def main():
                     "--prev-size; compute's growth between the two is "
                     "extrapolated instead of taking it as the pixels'")
     ap.add_argument("--prev-size", type=int, default=0)
+    ap.add_argument("--plus-forward", action="store_true",
+                    help="with --balance: balance the wire time against a "
+                    "step's compute plus one more forward")
     ap.add_argument("--step", type=int, default=32,
                     help="with --balance: round the size to this many "
                     "pixels (default 32)")
@@ -1115,7 +1136,8 @@ def main():
                 raise ValueError("--step must be positive, not %d" % a.step)
             size, compute, wire = balanced_size(a.balance, a.rate, a.size,
                                                 a.prev, a.prev_size,
-                                                step=a.step, lo=a.step)
+                                                step=a.step, lo=a.step,
+                                                plus_forward=a.plus_forward)
         except (OSError, ValueError) as e:
             print("report.py: %s" % e, file=sys.stderr)
             return 1

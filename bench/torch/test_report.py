@@ -394,6 +394,22 @@ check("--balance --step 16: make demo's loaded-host case gives 80 px, 96 at the 
       p.returncode == 0 and p.stdout.split() == ["96", "0.24", "0.44"] and
       p16.returncode == 0 and p16.stdout.split() == ["80", "0.24", "0.44"],
       p.stdout + p.stderr + p16.stdout + p16.stderr)
+# --plus-forward (make demo): the wire time against the compute plus one
+# more forward. 0.5 s forward + 1.5 s backward + 0.5 s forward = 2.5 s
+# against 4 s of wire at 64 px: 64 * sqrt(4 / 2.5) = 81 px, 80 at 16 px
+# steps (without it 64 * sqrt(2) = 90.5: 96); compute is printed as
+# measured, 2 s.
+p = balance(prof, 64, "8mbit", extra=("--step", "16", "--plus-forward"))
+p0 = balance(prof, 64, "8mbit", extra=("--step", "16"))
+check("--balance --plus-forward: 2 s of compute and a 0.5 s forward against 4 s "
+      "of wire give 80 px (96 without)",
+      p.returncode == 0 and p.stdout.split() == ["80", "2.00", "4.00"] and
+      p0.returncode == 0 and p0.stdout.split()[0] == "96", p.stdout + p.stderr + p0.stdout)
+# with --prev the forward is added to both profiles: 2.5 s at 64 px and
+# 10 s at 128 px (k = 2) against 4 s: 64 * sqrt(1.6) = 81, 80
+p = balance(prof, 64, "8mbit", prof_ms(8000), 128, ("--step", "16", "--plus-forward"))
+check("--balance --plus-forward --prev: the forward counted in both profiles, 80 px",
+      p.returncode == 0 and p.stdout.split() == ["80", "2.00", "4.00"], p.stdout + p.stderr)
 p = balance(prof_ms(240), 64, "72727kbit", extra=("--step", "0"))
 check("--balance --step 0 is an error, exit 1",
       p.returncode == 1 and "--step must be positive" in p.stderr and
