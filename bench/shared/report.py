@@ -749,10 +749,6 @@ def report_twojobs(outs, quick=False):
         names = [s for s in TWOJOBS_SCHEMES if s in base] + [
             s for s in base if s not in TWOJOBS_SCHEMES]
         pairs = {s: pair_jobs(outs, model, sch, s) for s in names}
-        # each job's runs as pairs (its it/s while both trained), for
-        # paired_ratios
-        single = {"%s+job%d" % (s, j): [dict(p, ipsj=p["ips"][j]) for p in pairs[s]]
-                  for s in names for j in (0, 1)}
         mj = js["models"][model] = {}
         text.append("")
         text.append("%s:" % model)
@@ -768,9 +764,10 @@ def report_twojobs(outs, quick=False):
             if s != TWOJOBS_REF:
                 mean = torch_report.bootstrap(torch_report.paired_ratios(
                     pairs, s, TWOJOBS_REF, metric=inverse))
+                # each job's it/s while both trained, from the same pairs
                 per_job = [torch_report.bootstrap(torch_report.paired_ratios(
-                    single, "%s+job%d" % (s, j), "%s+job%d" % (TWOJOBS_REF, j),
-                    metric=lambda r: r["ipsj"])) for j in (0, 1)]
+                    pairs, s, TWOJOBS_REF, metric=lambda r, j=j: r["ips"][j]))
+                    for j in (0, 1)]
             rtos = [r["net"].get("rto") for r in sch.get(s + "+job0", [])]
             ms = [p["mean_s"] for p in pairs[s]]
             win = [p["window"] for p in pairs[s]]
