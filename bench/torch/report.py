@@ -39,7 +39,8 @@ equals its gradients' wire time at RATE, then that compute and wire time
 in seconds (run.sh chooses each model's size with it); with --prev, a
 profile of the same model at another size, from how compute grew between
 the two; with --plus-forward, where the wire time equals the compute
-plus one more forward (make demo); --step N rounds to N pixels (32).
+plus one more forward (make demo); --step N rounds to N pixels (32),
+--down rounds down, to the communication-bound side (make demo).
 Standard library only (the tests run it with any python3).
 """
 import argparse
@@ -254,7 +255,8 @@ def forward_time(profile):
 
 
 def balanced_size(profile, rate, size, prev=None, prev_size=0,
-                  step=32, lo=32, hi=512, near=1.2, plus_forward=False):
+                  step=32, lo=32, hi=512, near=1.2, plus_forward=False,
+                  down=False):
     """The input size (pixels a side) at which one step's compute equals
     the time its gradients take on a link of rate (profile_times): what
     makes a setting communication-bound without leaving nothing to
@@ -271,7 +273,15 @@ def balanced_size(profile, rate, size, prev=None, prev_size=0,
     one more forward instead: the size at which the order of the
     gradients has the most to gain, all of the next forward's compute
     able to run while the last gradients are still on the link (make
-    demo's rule). compute and wire are returned as measured."""
+    demo's rule). compute and wire are returned as measured.
+
+    down: round down to step, never to the nearest, and keep a size
+    within near of the balance only when it is on the
+    communication-bound side (make demo). On a loaded host a profile of
+    a few iterations wanders (the demo's model at 96 px measured 0.36 to
+    0.70 s of compute in four runs): rounding down makes an error in the
+    measured compute land where the order still has something to gain,
+    not where the backward pass hides it."""
     compute, wire = profile_times(profile, rate)
     measured = compute
     if plus_forward:
@@ -280,7 +290,8 @@ def balanced_size(profile, rate, size, prev=None, prev_size=0,
     if prev is not None:
         if prev_size <= 0 or prev_size == size:
             raise ValueError("--prev needs the other profile's size, not %d" % prev_size)
-        if max(compute, wire) / min(compute, wire) <= near:
+        if max(compute, wire) / min(compute, wire) <= near and \
+                not (down and compute > wire):
             return size, measured, wire
         c0, _ = profile_times(prev, rate)
         if plus_forward:
@@ -288,7 +299,8 @@ def balanced_size(profile, rate, size, prev=None, prev_size=0,
         # Timing noise can make the fit absurd; between linear in the
         # side and its fourth power covers what a CPU or GPU shows.
         k = max(1.0, min(4.0, math.log(compute / c0) / math.log(size / prev_size)))
-    s = step * round(size * (wire / compute) ** (1 / k) / step)
+    x = size * (wire / compute) ** (1 / k) / step
+    s = step * (math.floor(x + 1e-9) if down else round(x))
     return max(lo, min(hi, s)), measured, wire
 
 
@@ -1114,6 +1126,9 @@ def main():
     ap.add_argument("--plus-forward", action="store_true",
                     help="with --balance: balance the wire time against a "
                     "step's compute plus one more forward")
+    ap.add_argument("--down", action="store_true",
+                    help="with --balance: round the size down, to the "
+                    "communication-bound side of the balance")
     ap.add_argument("--step", type=int, default=32,
                     help="with --balance: round the size to this many "
                     "pixels (default 32)")
@@ -1137,7 +1152,8 @@ def main():
             size, compute, wire = balanced_size(a.balance, a.rate, a.size,
                                                 a.prev, a.prev_size,
                                                 step=a.step, lo=a.step,
-                                                plus_forward=a.plus_forward)
+                                                plus_forward=a.plus_forward,
+                                                down=a.down)
         except (OSError, ValueError) as e:
             print("report.py: %s" % e, file=sys.stderr)
             return 1

@@ -410,6 +410,40 @@ check("--balance --plus-forward: 2 s of compute and a 0.5 s forward against 4 s 
 p = balance(prof, 64, "8mbit", prof_ms(8000), 128, ("--step", "16", "--plus-forward"))
 check("--balance --plus-forward --prev: the forward counted in both profiles, 80 px",
       p.returncode == 0 and p.stdout.split() == ["80", "2.00", "4.00"], p.stdout + p.stderr)
+# --down (make demo): the size rounds down, and a size within 20% of the
+# balance is kept only on the communication-bound side. The demo's two
+# loaded-host runs that landed on 96 px: (1) 0.45 s at 96 px (forward a
+# quarter, so 0.5625 s with one more) against 0.44 s of wire gives
+# 96 * sqrt(0.44 / 0.5625) = 84.9: 80 rounded to 16, and 80 down;
+# (2) 0.36 s at 96 px, 0.45 s with the forward, within 20% of 0.44 s but
+# on the compute-bound side: kept at 96 by the nearest rule with
+# --prev, 80 with --down (96 * sqrt(0.44 / 0.45) = 94.9).
+p = balance(prof_ms(450), 96, "72727kbit", extra=("--step", "16", "--plus-forward", "--down"))
+check("--balance --down --plus-forward: 0.45 s at 96 px against 0.44 s of wire gives 80 px",
+      p.returncode == 0 and p.stdout.split() == ["80", "0.45", "0.44"], p.stdout + p.stderr)
+p = balance(prof_ms(360), 96, "72727kbit", prof_ms(220), 80, ("--step", "16", "--plus-forward"))
+pd = balance(prof_ms(360), 96, "72727kbit", prof_ms(220), 80,
+             ("--step", "16", "--plus-forward", "--down"))
+check("--balance --down --prev: 0.45 s (with the forward) against 0.44 s of wire, "
+      "compute-bound within 20%, goes down to 80 px; kept at 96 without --down",
+      p.returncode == 0 and p.stdout.split()[0] == "96" and
+      pd.returncode == 0 and pd.stdout.split()[0] == "80",
+      p.stdout + p.stderr + pd.stdout + pd.stderr)
+# the demo's run 3 of 8838b9d: 0.22 s at 80 px after 0.45 s at 96 px;
+# the fitted exponent (clamped to 4) wants 80 * (0.44 / 0.275)^(1/4) =
+# 90: 96 to the nearest 16, 80 down; communication-bound within 20%
+# (0.275 s is 1.6x under the wire), so no shortcut either way.
+p = balance(prof_ms(220), 80, "72727kbit", prof_ms(450), 96, ("--step", "16", "--plus-forward"))
+pd = balance(prof_ms(220), 80, "72727kbit", prof_ms(450), 96,
+             ("--step", "16", "--plus-forward", "--down"))
+check("--balance --down: 0.22 s at 80 px after 0.45 s at 96 stays at 80 (96 to the nearest)",
+      p.returncode == 0 and p.stdout.split()[0] == "96" and
+      pd.returncode == 0 and pd.stdout.split()[0] == "80",
+      p.stdout + p.stderr + pd.stdout + pd.stderr)
+# a size whose formula lands exactly on a step stays there
+p = balance(prof_ms(1000), 64, "8mbit", extra=("--step", "16", "--down"))
+check("--balance --down: an exact 128 px (4x the wire of the compute at 64) stays 128",
+      p.returncode == 0 and p.stdout.split()[0] == "128", p.stdout + p.stderr)
 p = balance(prof_ms(240), 64, "72727kbit", extra=("--step", "0"))
 check("--balance --step 0 is an error, exit 1",
       p.returncode == 1 and "--step must be positive" in p.stderr and
