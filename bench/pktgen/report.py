@@ -9,6 +9,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import platform
 import shutil
 import statistics
@@ -105,6 +106,20 @@ class Pktgen:
         txq = " txq4" if r.get("txqs", 1) == 4 else ""
         return f"pfifo_fast f{r['flows']}{txq}"
 
+    def fq_bands(self):
+        """Does the guest's fq sort packets into priority bands? Linux 6.7
+        gave fq three bands chosen by skb->priority through a priomap (the
+        default: 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1, served in weighted round
+        robin); Debian 12's tc (iproute2 6.1) cannot change them, so what is
+        measured is fq as that tc configures it."""
+        m = re.match(r"(\d+)\.(\d+)", self.data.get("kernel", ""))
+        return bool(m) and (int(m.group(1)), int(m.group(2))) >= (6, 7)
+
+    def qdisc_label(self, r):
+        if r["qdisc"] == "fq" and self.fq_bands():
+            return r["args"] + " (3 priority bands, the default priomap)"
+        return r["args"]
+
     @staticmethod
     def queues_all(r):
         """Does the qdisc enqueue and dequeue every packet here? Those with
@@ -124,7 +139,7 @@ class Pktgen:
             rat = self.ratio(r["name"], base)
             best = self.best_ratio(r["name"], base)
             out.append([
-                r["name"], r["args"], r.get("txqs", 1), r["flows"],
+                r["name"], self.qdisc_label(r), r.get("txqs", 1), r["flows"],
                 "yes" if self.queues_all(r) else "no (bypass)",
                 fmt_int(statistics.median(p)) if p else "failed",
                 f"{fmt_int(min(p))} .. {fmt_int(max(p))}" if p else "",
@@ -372,6 +387,13 @@ def render(args):
           "flag too, and so has mercury unless `bypass off`: the configurations named *default* run mercury as "
           "it is configured by default; all other mercury configurations set `bypass off`, so that every packet "
           "takes enqueue and dequeue, as with skbprio, prio and fq (column *every packet queued*).\n")
+        if pg.fq_bands():
+            w(f"On this guest's kernel ({d['kernel']}, Linux 6.7 or later) fq has priority bands: three, chosen by "
+              "`skb->priority` through a priomap (by default 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1, so pktgen's "
+              "priorities 0-15 fill all three), served in weighted round robin (weights 589824, 196608 and "
+              "65536), each band with its own flows. Debian 12's tc (iproute2 6.1) can neither set nor show "
+              "them: the fq rows are fq with its bands as that tc configures it, the stock qdisc nearest to "
+              "a priority scheduler that also keeps flows apart.\n")
         w("Configurations named *txq4* run on a dummy device with 4 tx queues: the kernel hashes every "
           "packet to choose its queue before the qdisc sees it, as on a multiqueue NIC (and a TCP skb carries "
           "its socket's hash anyway). On the single-queue device a flow qdisc (mercury, fq_codel when it "

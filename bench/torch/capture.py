@@ -93,9 +93,9 @@ def sniff(dev, path, ready=None):
         except Stop:
             pass
         try:
-            pk, dr = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+            dr = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))[1]
         except OSError:
-            pk = dr = -1
+            dr = -1
         f.write("# packets %d drops %d\n" % (n, dr))
     return 0
 

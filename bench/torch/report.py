@@ -1011,7 +1011,6 @@ def plot(out, js):
     models = sorted(js["models"])
     if not models:
         return
-    lines = []
     for m in models:
         rows = js["models"][m]["_rows"]
         for s, r in rows.items():
