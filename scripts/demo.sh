@@ -113,6 +113,7 @@ profile() {	# profile SIZE: out/prof-SIZE.json
 	done
 	wait "${pp[@]}" && [ -s "$out/prof-$1.0.json" ]
 }
+rm -f "$out"/prof-*.json	# a profile is this run's, never an earlier demo's
 if [ -n "${DEMO_SIZE:-}" ]; then
 	size=$DEMO_SIZE
 	phase "profile: size $size px (DEMO_SIZE)"
