@@ -589,14 +589,22 @@ def read_env(out):
 
 def read_tune(out, model):
     """ddp-tuned's sweep (run.sh's OUTDIR/tune-MODEL.txt: the chosen
-    bucket_cap_mb, then "CAP SECONDS" per value tried): (cap, [(cap,
-    s/iter)]), or None."""
+    setting, then "SETTING SECONDS" per setting tried, a setting being
+    "CAP:on" or "CAP:off", bucket_cap_mb and gradient_as_bucket_view, or
+    "CAP" alone in older runs, which tried the view on only): (setting,
+    [(setting, s/iter)]), or None."""
     try:
         with open(os.path.join(out, "tune-%s.txt" % model)) as f:
             lines = [l.split() for l in f if l.strip()]
         return lines[0][0], [(c, float(t)) for c, t in lines[1:]]
     except (OSError, IndexError, ValueError):
         return None
+
+
+def tune_label(setting):
+    """"5:off" -> "5 MB view off"; "5" (an older run) -> "5 MB"."""
+    cap, _, view = setting.partition(":")
+    return "%s MB%s" % (cap, " view " + view if view else "")
 
 
 def comparisons(schemes):
@@ -676,11 +684,11 @@ def report(out, rate, also=(), quick=False):
         tn = read_tune(out, model)
         if "ddp-tuned" in rows:
             c = rows["ddp-tuned"]["config"]
-            conf.append("DDP tuned: bucket_cap_mb %s%s, gradient_as_bucket_view %s" % (
+            conf.append("DDP tuned: bucket_cap_mb %s, gradient_as_bucket_view %s%s" % (
                 "%g" % c["bucket_cap_mb"] if "bucket_cap_mb" in c else "?",
+                c.get("gradient_as_bucket_view", "?"),
                 " (the sweep's fastest, s/iter: %s)" % ", ".join(
-                    "%s MB %.3f" % ct for ct in tn[1]) if tn else "",
-                c.get("gradient_as_bucket_view", "?")))
+                    "%s %.3f" % (tune_label(k), t) for k, t in tn[1]) if tn else ""))
         if "ddp-powersgd" in rows:
             c = rows["ddp-powersgd"]["config"]
             conf.append("DDP PowerSGD: matrix_approximation_rank %s, "

@@ -61,9 +61,10 @@
 # this torch and mercury.torch can run: worker.py --probe decides, and
 # the run says which it left out; fifo1 is pfifo with one channel, fifo
 # pfifo with BT_CHANNELS), BT_DDP_BUCKETS ("1 5 25": the bucket_cap_mb
-# values ddp-tuned chooses from, BT_TUNE_ITERS iterations each, on the
-# guest's pfifo before the repetitions; BT_<MODEL>_CAP: that value
-# instead of the sweep), BT_POWERSGD_RANK (2),
+# values ddp-tuned chooses from, each with gradient_as_bucket_view on
+# and off, BT_TUNE_ITERS iterations each, on the guest's pfifo before
+# the repetitions; BT_<MODEL>_CAP: CAP or CAP:on / CAP:off instead of
+# the sweep), BT_POWERSGD_RANK (2),
 # BT_POWERSGD_START (2: the smallest start_powerSGD_iter torch allows with
 # error feedback; a short run never compresses at the default 1000),
 # BT_CHANNELS (8: mercury.torch's channels in the other schemes),
@@ -500,19 +501,24 @@ run_ranks() {
 	return $rc
 }
 
-# ddp-tuned: the bucket_cap_mb of BT_DDP_BUCKETS (gradient_as_bucket_view
-# on) that trained fastest on this machine and link, as a user tuning DDP
-# would choose it: BT_TUNE_ITERS iterations each, after the first, the
-# slower rank's; printed, and in out/tune-MODEL.txt for the report.
+# ddp-tuned: the bucket_cap_mb of BT_DDP_BUCKETS and gradient_as_bucket_view
+# (on, off) that trained fastest on this machine and link, as a user
+# tuning DDP would choose them: BT_TUNE_ITERS iterations each, after the
+# first, the slower rank's; printed ("CAP:on", "CAP:off"), and in
+# out/tune-MODEL.txt for the report.
 case " $SCHEMES " in *" ddp-tuned "*)
 	guest fifo
 	for m in $MODELS; do
 		eval "cap=\${BT_${m^^}_CAP:-}"
 		if [ -n "$cap" ]; then
+			case $cap in
+			[0-9]*:on|[0-9]*:off) ;;
+			*:*|[!0-9]*) die "BT_${m^^}_CAP=$cap: not CAP, CAP:on or CAP:off" ;;
+			esac
 			eval "${m}_cap=$cap"
 			echo "BT_${m^^}_CAP=$cap" >> "$out/chosen.env"
-			echo "bench-torch: $m: ddp-tuned uses bucket_cap_mb $cap (BT_${m^^}_CAP)," \
-				"gradient_as_bucket_view" | tee -a "$out/hostload.txt"
+			echo "bench-torch: $m: ddp-tuned uses bucket_cap_mb:gradient_as_bucket_view" \
+				"$cap (BT_${m^^}_CAP)" | tee -a "$out/hostload.txt"
 			continue
 		fi
 		caps=$(echo $DDP_BUCKETS | tr ' ' ,)
@@ -524,15 +530,15 @@ case " $SCHEMES " in *" ddp-tuned "*)
 			slow = {c: max(r[c] for r in t) for c in t[0]}
 			best = min(slow, key=slow.get)
 			print(best)
-			for c in sorted(slow, key=float):
+			for c in sorted(slow, key=lambda c: (float(c.split(":")[0]), c)):
 			    print(c, "%.4f" % slow[c])
 			EOT
 			die "cannot choose bucket_cap_mb for $m"
 		read -r cap < "$out/tune-$m.txt"
 		eval "${m}_cap=$cap"
 		echo "BT_${m^^}_CAP=$cap" >> "$out/chosen.env"
-		echo "bench-torch: $m: ddp-tuned uses bucket_cap_mb $cap, gradient_as_bucket_view" \
-			"(s/iter: $(tail -n +2 "$out/tune-$m.txt" | awk '{ printf "%s%s MB %s", (NR > 1 ? ", " : ""), $1, $2 }'))" |
+		echo "bench-torch: $m: ddp-tuned uses bucket_cap_mb:gradient_as_bucket_view $cap" \
+			"(s/iter: $(tail -n +2 "$out/tune-$m.txt" | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2 }'))" |
 			tee -a "$out/hostload.txt"
 	done ;;
 esac
@@ -662,7 +668,11 @@ for r in $(seq 1 "$REPEAT"); do
 			esac
 			case $sch in fifo1|fifo1-fp16) ch=1 ;; esac
 			case $sch in
-			ddp-tuned) eval "extra=(--bucket-cap-mb \$${m}_cap)" ;;
+			ddp-tuned)
+				eval "c=\$${m}_cap"
+				v=on
+				[ "${c#*:}" = off ] && v=off
+				extra=(--bucket-cap-mb "${c%%:*}" --bucket-view "$v") ;;
 			ddp-powersgd) extra=(--powersgd-rank "$POWERSGD_RANK" --powersgd-start "$POWERSGD_START") ;;
 			esac
 			# --- BT_BULK, scenario 3: both jobs instead of one ---

@@ -587,11 +587,19 @@ with tempfile.TemporaryDirectory() as d:
     p, js = run_dirs(d)
     m = js["models"]["toy"] if js else {}
     check("DDP variants: configuration and the bucket_cap_mb sweep printed",
-          "DDP tuned: bucket_cap_mb 5 (the sweep's fastest, s/iter: 1 MB 0.500, "
-          "5 MB 0.400, 25 MB 0.450), gradient_as_bucket_view True" in p.stdout and
+          "DDP tuned: bucket_cap_mb 5, gradient_as_bucket_view True (the sweep's "
+          "fastest, s/iter: 1 MB 0.500, 5 MB 0.400, 25 MB 0.450)" in p.stdout and
           "matrix_approximation_rank 2, start_powerSGD_iter 2" in p.stdout and
           "DDP fp16_compress_hook: fp16_compress_hook" in p.stdout,
           p.stdout + p.stderr)
+    # the sweep over gradient_as_bucket_view as well (run.sh's keys
+    # CAP:on and CAP:off), the view off chosen
+    with open(os.path.join(d, "tune-toy.txt"), "w") as f:
+        f.write("5:off\n1:on 0.500\n1:off 0.520\n5:on 0.410\n5:off 0.400\n")
+    p2, _ = run_dirs(d)
+    check("DDP variants: the sweep over bucket_cap_mb and gradient_as_bucket_view printed",
+          "(the sweep's fastest, s/iter: 1 MB view on 0.500, 1 MB view off 0.520, "
+          "5 MB view on 0.410, 5 MB view off 0.400)" in p2.stdout, p2.stdout + p2.stderr)
     check("mercury.torch against the best fp32 DDP variant (tuned, 1.1x): "
           "1.1x, target NOT met",
           abs(m.get("ratios", {}).get("mercury_vs_ddp-tuned", {}).get("median", 0) - 1.1)

@@ -15,7 +15,7 @@ SCHEME is the training code, each configured as its documentation tells
 a user to:
   ddp           DistributedDataParallel(model), stock
   ddp-tuned     DDP(model, bucket_cap_mb=--bucket-cap-mb,
-                gradient_as_bucket_view=True)
+                gradient_as_bucket_view=--bucket-view)
   ddp-fp16      DDP + register_comm_hook(None, fp16_compress_hook)
   ddp-bf16      DDP + bf16_compress_hook (where torch has it)
   ddp-powersgd  DDP + powerSGD_hook with PowerSGDState(None,
@@ -37,10 +37,11 @@ it_per_s written here (after --warmup) is kept for reference only: it
 would charge mercury.torch one iteration's traffic more than DDP, whose
 first all-reduces are over before its second forward.
 
---tune CAPS: for each bucket_cap_mb of CAPS in turn, a fresh model
-(the same seed) under DDP(bucket_cap_mb=CAP, gradient_as_bucket_view=True)
-trains --iters iterations; writes each CAP's seconds per iteration after
-the first ("tune": {CAP: s}) for run.sh to choose ddp-tuned's CAP.
+--tune CAPS: for each bucket_cap_mb of CAPS, with gradient_as_bucket_view
+on and off, in turn, a fresh model (the same seed) under
+DDP(bucket_cap_mb=CAP, gradient_as_bucket_view=VIEW) trains --iters
+iterations; writes each pair's seconds per iteration after the first
+("tune": {"CAP:on" or "CAP:off": s}) for run.sh to choose ddp-tuned's.
 """
 import argparse
 import inspect
@@ -137,7 +138,7 @@ def try_step(a, scheme):
     return None
 
 
-def wrap(a, model, optimizer, bucket_cap_mb=None):
+def wrap(a, model, optimizer, bucket_cap_mb=None, bucket_view=None):
     """(net, optimizer, info) of a.scheme around model; info says how the
     scheme was configured (written to the record)."""
     s = a.scheme
@@ -152,7 +153,9 @@ def wrap(a, model, optimizer, bucket_cap_mb=None):
     kw = {}
     if s == "ddp-tuned" or bucket_cap_mb is not None:
         kw = {"bucket_cap_mb": bucket_cap_mb if bucket_cap_mb is not None
-              else a.bucket_cap_mb, "gradient_as_bucket_view": True}
+              else a.bucket_cap_mb,
+              "gradient_as_bucket_view": bucket_view if bucket_view is not None
+              else a.bucket_view == "on"}
     net = torch.nn.parallel.DistributedDataParallel(model, **kw)
     info.update(kw)
     if s in ("ddp-fp16", "ddp-bf16"):
@@ -226,17 +229,20 @@ def train(net, optimizer, data, mercury_opt):
 
 
 def tune(a, rank):
-    """DDP's bucket_cap_mb sweep: seconds per iteration after the first,
-    for each cap of a.tune, with gradient_as_bucket_view=True."""
+    """DDP's sweep: seconds per iteration after the first, for each cap
+    of a.tune with gradient_as_bucket_view on and off ("CAP:on",
+    "CAP:off")."""
     res = {}
     data = make_data(a, rank)
     for cap in [float(c) for c in a.tune.split(",")]:
-        model, opt = new_model(a)
-        net, opt, _ = wrap(a, model, opt, bucket_cap_mb=cap)
-        starts, end, _, _ = train(net, opt, data, None)
-        res["%g" % cap] = ((end - starts[1]) / (len(starts) - 1)
-                           if len(starts) > 1 else end - starts[0])
-        del net
+        for view in (True, False):
+            model, opt = new_model(a)
+            net, opt, _ = wrap(a, model, opt, bucket_cap_mb=cap, bucket_view=view)
+            starts, end, _, _ = train(net, opt, data, None)
+            res["%g:%s" % (cap, "on" if view else "off")] = (
+                (end - starts[1]) / (len(starts) - 1)
+                if len(starts) > 1 else end - starts[0])
+            del net
     return res
 
 
@@ -259,6 +265,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    ap.add_argument("--bucket-view", choices=("on", "off"), default="on",
+                    help="ddp-tuned's gradient_as_bucket_view")
     ap.add_argument("--powersgd-rank", type=int, default=2)
     ap.add_argument("--powersgd-start", type=int, default=2)
     ap.add_argument("-o", "--output")
