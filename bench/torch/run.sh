@@ -231,6 +231,12 @@ worker_scheme() {
 	*) return 1 ;;
 	esac
 }
+# Built before the probe: mercury.torch loads libmercury when imported.
+echo "bench-torch: building"
+{ make -C "$top" module && make -C "$top" tc-plugin &&
+  make -C "$top/userspace/lib" && make -C "$top/userspace/sim"; } > "$out/build.log" 2>&1 ||
+	{ tail -n 30 "$out/build.log"; die "build failed (log: $out/build.log)"; }
+
 # Keep the schemes this torch and mercury.torch can run, as a user would
 # find out: worker.py probes the features (a DDP hook takes steps in a
 # one-rank group; mercury-fp16 needs distribute(compression=...)).
@@ -259,11 +265,6 @@ if [ "$QUICK" = 1 ]; then
 	echo "bench-torch: quick: $MODELS, $ITERS iterations, $REPEAT repetition(s): a preview, not a result"
 fi
 echo "bench-torch: schemes: $SCHEMES${BT_BOOT:+ (boot $BT_BOOT of $BOOTS)}"
-
-echo "bench-torch: building"
-{ make -C "$top" module && make -C "$top" tc-plugin &&
-  make -C "$top/userspace/lib" && make -C "$top/userspace/sim"; } > "$out/build.log" 2>&1 ||
-	{ tail -n 30 "$out/build.log"; die "build failed (log: $out/build.log)"; }
 
 cat > "$out/torch.env" <<-EOT
 	PORTS=2
