@@ -113,25 +113,28 @@ profile() {	# profile SIZE: out/prof-SIZE.json
 	done
 	wait "${pp[@]}" && [ -s "$out/prof-$1.0.json" ]
 }
+balance() {	# balance SIZE [ARGS]: "size compute wire" by the rule, from out/prof-SIZE
+	local s=$1
+	shift
+	"$PY" bench/torch/report.py --balance "$out/prof-$s.0.json" --size "$s" \
+		--rate "$rate2" --step 16 --plus-forward --down "$@" 2>> "$log"
+}
 rm -f "$out"/prof-*.json	# a profile is this run's, never an earlier demo's
 if [ -n "${DEMO_SIZE:-}" ]; then
 	size=$DEMO_SIZE
 	phase "profile: size $size px (DEMO_SIZE)"
 else
 	profile "$PROBE" || fail "profiling $MODEL"
-	read -r size c w < <("$PY" bench/torch/report.py --balance "$out/prof-$PROBE.0.json" \
-		--size "$PROBE" --rate "$rate2" --step 16 --plus-forward --down 2>> "$log") || fail "choosing the size"
+	read -r size c w < <(balance "$PROBE") || fail "choosing the size"
 	if [ "$size" != "$PROBE" ]; then
 		profile "$size" || fail "profiling $MODEL"
-		read -r s2 c w < <("$PY" bench/torch/report.py --balance "$out/prof-$size.0.json" \
-			--size "$size" --rate "$rate2" --prev "$out/prof-$PROBE.0.json" \
-			--prev-size "$PROBE" --step 16 --plus-forward --down 2>> "$log") || fail "choosing the size"
+		read -r s2 c w < <(balance "$size" --prev "$out/prof-$PROBE.0.json" \
+			--prev-size "$PROBE") || fail "choosing the size"
 		echo "demo: size $size -> $s2 (compute $c s at $size px, fp16 wire $w s)" >> "$log"
 		size=$s2
 		# the compute at the size chosen, measured there
 		[ -s "$out/prof-$size.0.json" ] || profile "$size" || fail "profiling $MODEL"
-		read -r _ c w < <("$PY" bench/torch/report.py --balance "$out/prof-$size.0.json" \
-			--size "$size" --rate "$rate2" --step 16 --plus-forward --down 2>> "$log") || fail "choosing the size"
+		read -r _ c w < <(balance "$size") || fail "choosing the size"
 	fi
 	phase "profile: $MODEL at ${size}px (step ${c}s, fp16 wire ${w}s)"
 fi
