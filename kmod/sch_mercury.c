@@ -20,15 +20,19 @@
  *    connections share a FIFO, and a socket that re-picks its hash (TCP
  *    after a timeout) stays in its flow. With flow_order on, packets of a
  *    flow never overtake each other and the flow is served at the rank of
- *    its most urgent queued packet; with flow_order off a flow is one
- *    socket at one rank. Flows at one level share it by bytes (deficit
- *    round robin).
+ *    its most urgent queued packet, or more urgently: its ranks are kept
+ *    as at most MERCURY_RUNS runs of equal ranks, and a run beyond merges
+ *    the two oldest at the more urgent rank, so a flow whose queued tags
+ *    alternate more often than that may be served ahead of its own tags,
+ *    never behind them. With flow_order off a flow is one socket at one
+ *    rank. Flows at one level share it by bytes (deficit round robin).
  *  - Drops (limit packets, memory_limit bytes of truesize): the victim is
  *    the newest packet of the flow whose newest packet is least urgent,
- *    the newest such among equals; an arriving packet is dropped instead
- *    when it would itself be that packet. So a packet with others of its
+ *    among equals the flow whose newest packet changed last (arrived, or
+ *    became the newest by a drop); an arriving packet is dropped instead
+ *    when it would itself be the victim. So a packet with others of its
  *    flow behind it is never dropped, with flow_order off the victim is
- *    the least urgent packet queued (the newest among equals), and a more
+ *    a least urgent packet queued (of one socket, the newest), and a more
  *    urgent packet is never dropped to admit a less urgent one. Packets
  *    are evicted only if that makes room for the arrival; otherwise the
  *    arrival alone is dropped (a packet larger than memory_limit by
@@ -54,19 +58,22 @@
  *    (levels is at most 65534, so every tag has one), minor ffff for the
  *    untagged class.
  *
- * Data structures, every operation O(1) or O(log n) in the worst case
- * (Documentation/sch_mercury.md):
- *  - Levels indexed by rank (0 first) under a three-word bitmap:
- *    first, last and next non-empty level in three word operations.
+ * Data structures (Documentation/sch_mercury.md): enqueue, dequeue, peek
+ * and each drop are O(1), but for the flow lookup, which walks one
+ * bucket's tree, and no tree is written while a flow's key stays known.
+ *  - Levels indexed by rank (0 first), with two sets of ranks, each a
+ *    three-level bitmap: the ranks flows are served at (first and next in
+ *    three word operations) and the ranks of flows' newest packets (last:
+ *    the drop victim's).
+ *  - A level lists the flows served at it (round robin) and the flows
+ *    whose newest packet has its rank (most recently changed first).
+ *  - A flow's packets are a list through skb->next and skb->prev: push
+ *    at the tail, pop at the head, drop at the tail. Its served rank is
+ *    the minimum over at most MERCURY_RUNS runs.
  *  - Flows come from a kmem_cache (GFP_ATOMIC; a packet whose flow cannot
- *    be allocated is dropped and counted) and are freed when empty. They
- *    are found by key in a table of 'flows' small red-black trees.
- *  - A flow's packets are an augmented red-black tree by arrival, linked
- *    through skb->rbnode, each node keeping its subtree's most urgent
- *    rank: push at the tail, pop at the head and drop at the tail are
- *    O(log qlen), and the flow's rank is the root's minimum.
- *  - A tree of flows ordered by their newest packet (rank, then arrival)
- *    gives the drop victim in O(log flows).
+ *    be allocated is dropped and counted) and are found by key in a table
+ *    of 'flows' small red-black trees. An empty flow stays there, idle,
+ *    until more than 'flows' are idle: then the oldest is reused or freed.
  *  - DRR with a quantum of at least the largest packet queued: the flow
  *    to serve is found in one step, whatever the configured quantum.
  *
@@ -82,7 +89,7 @@
 #include <linux/kernel.h>
 #include <linux/mm.h>
 #include <linux/module.h>
-#include <linux/rbtree_augmented.h>
+#include <linux/rbtree.h>
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/types.h>
@@ -105,50 +112,82 @@
  */
 #define MERCURY_FIRST_SHARE	50
 
-/* Per-packet state, in the 20 bytes of skb->cb a qdisc owns. The packet
- * itself is a node of its flow's tree through skb->rbnode (which overlays
- * next, prev and dev: mercury_out() restores skb->dev when a packet leaves).
+/* A flow's served rank is the most urgent of at most this many runs of
+ * equal ranks, in arrival order (mercury_runs_push). Eight keep a
+ * gradient stream exact: its ranks only ever grow more urgent within an
+ * iteration, and merging the oldest runs never changes the minimum while
+ * the more urgent of the two is queued.
+ */
+#define MERCURY_RUNS		8
+
+/* Per-packet state, in the 20 bytes of skb->cb a qdisc owns. A flow's
+ * packets are a list through skb->next and skb->prev.
  */
 struct mercury_skb_cb {
-	u64	seq;		/* arrival order, qdisc-wide */
 	u32	rank;		/* level index, 0 served first */
-	u32	min_rank;	/* most urgent rank in this subtree of the flow */
+};
+
+/* @count consecutive packets of a flow counted at @rank. */
+struct mercury_run {
+	u32	rank;
+	u32	count;
 };
 
 /* A flow: one socket (or one hash value without a socket), and with flow
- * order off one rank of it. Allocated when its first packet arrives and
- * freed when its last one leaves.
+ * order off one rank of it. A flow that empties stays in the lookup table
+ * on the idle list, so a flow that sends in bursts (one packet queued at
+ * a time, under a batched dequeue) costs no allocation and no tree write.
  */
 struct mercury_flow {
-	struct rb_root_cached	pkts;		/* by arrival; leftmost: oldest */
+	/* packet path */
+	struct sk_buff		*head;		/* oldest packet */
 	struct sk_buff		*tail;		/* newest packet */
-	struct list_head	node;		/* in levels[rank].flows, or spares */
+	struct list_head	node;		/* in levels[rank].flows, or idle */
+	struct list_head	tnode;		/* in levels[tail rank].tails */
 	int			deficit;	/* bytes */
-	u32			rank;		/* level served at: its most urgent */
+	u32			rank;		/* level served at */
 	u32			qlen;		/* packets */
-	u32			key_rank;	/* flow order off: its packets' rank */
+	u8			first_run;	/* index of the oldest run */
+	u8			nruns;		/* runs in use */
+	struct mercury_run	runs[MERCURY_RUNS];	/* a ring, oldest first */
+
+	/* lookup */
 	unsigned long		key;		/* socket pointer, or hash << 1 | 1 */
-	struct rb_node		hnode;		/* in t.buckets[bucket], by key */
-	struct rb_node		tnode;		/* in q->tails, by its newest packet */
+	u32			key_rank;	/* flow order off: its packets' rank */
 	u32			bucket;		/* index into t.buckets */
+	struct rb_node		hnode;		/* in t.buckets[bucket], by key */
 };
 
-/* One level. The lists hold flows by their served rank; the counters
- * count packets by their own tag.
+/* One level. @flows holds the flows served at this rank (round robin),
+ * @tails the flows whose newest packet has this rank (the drop policy's
+ * candidates, most recently changed first); the counters count packets
+ * by their own tag.
  */
 struct mercury_level {
 	struct list_head	flows;		/* round-robin list of flows */
-	u32			nflows;		/* flows in the list */
+	struct list_head	tails;		/* flows by their newest packet */
+	u32			nflows;		/* flows in @flows */
 	u32			qlen;		/* packets queued */
 	u32			backlog;	/* bytes queued */
 	u32			drops;		/* packets dropped */
 	struct gnet_stats_basic_sync bstats;	/* packets and bytes sent */
 };
 
+/* A set of ranks: one bit per rank in @leaf (one of the tables), one per
+ * leaf word in @mid, one per mid word in @top. First, last, next and
+ * previous member in three word operations.
+ */
+struct mercury_ranks {
+	u64	top;
+	u64	mid[MERCURY_MID_WORDS];
+	u64	*leaf;
+};
+
 /* Everything whose size depends on the configuration. */
 struct mercury_tables {
 	struct mercury_level	*levels;	/* nlevels + 1 entries */
-	u64			*leaf;		/* one bit per rank */
+	u64			*served_leaf;	/* ranks holding flows */
+	u64			*tails_leaf;	/* ranks of some flow's tail */
 	struct rb_root		*buckets;	/* 1 << bucket_bits flow trees */
 };
 
@@ -171,21 +210,22 @@ struct mercury_config {
 struct mercury_sched_data {
 	/* packet path: enqueue, dequeue and peek */
 	struct mercury_tables	t;
-	struct rb_root_cached	tails;			/* flows; leftmost: victim */
-	u64			top;			/* bit per mid word */
-	u64			mid[MERCURY_MID_WORDS];	/* bit per leaf word */
-	u64			seq;			/* packets ever queued */
-	s64			share_credit;		/* bytes x 100 */
-	u32			drr_quantum;		/* max(quantum, largest packet) */
-	u32			bucket_bits;		/* log2 of the bucket count */
-	u32			untagged_rank;		/* rank of tag 0 */
-	u32			share;			/* untagged percent, 0: none */
-	u32			active_levels;		/* ranks holding flows */
-	u32			nflows;			/* flows holding packets */
-	u32			memory_usage;		/* bytes of truesize */
-	struct list_head	spares;			/* free flows kept */
-	u32			nspares;		/* flows in spares */
-	u32			keep_spares;		/* most flows kept free */
+	struct mercury_ranks	served;		/* ranks holding flows */
+	struct mercury_ranks	tails;		/* ranks of flows' newest packets */
+	s64			share_credit;	/* bytes x 100 */
+	u32			drr_quantum;	/* max(quantum, largest packet) */
+	u32			bucket_bits;	/* log2 of the bucket count */
+	u32			untagged_rank;	/* rank of tag 0 */
+	u32			share;		/* untagged percent, 0: none */
+	u32			active_levels;	/* ranks holding flows */
+	u32			nflows;		/* flows holding packets */
+	u32			memory_usage;	/* bytes of truesize */
+	struct list_head	idle;		/* empty flows still in buckets */
+	u32			nidle;		/* flows in idle */
+	u32			keep_idle;	/* most idle flows kept */
+	struct list_head	spares;		/* free flows, in no bucket */
+	u32			nspares;	/* flows in spares */
+	u32			keep_spares;	/* most free flows kept */
 
 	/* configuration: written by change(), read by dump() */
 	struct mercury_config	cfg;
@@ -215,15 +255,10 @@ static u32 mercury_rank_of(const struct sk_buff *skb)
 	return mercury_cb(skb)->rank;
 }
 
-static struct sk_buff *mercury_skb(struct rb_node *n)
-{
-	return rb_entry(n, struct sk_buff, rbnode);
-}
-
 /* The 'flows' option sizes the flow lookup table: @flows buckets, rounded
  * up to a power of two (at least two). Each bucket is a tree, so a crowded
  * bucket costs O(log flows), never a list walk, and the number of flows is
- * bounded by the queued packets, not by the table.
+ * bounded by the queued packets plus the idle flows kept, not by the table.
  */
 static u32 mercury_bucket_bits(u32 flows)
 {
@@ -233,7 +268,7 @@ static u32 mercury_bucket_bits(u32 flows)
 /* A new configured DRR quantum. drr_quantum must stay at least every
  * queued packet's length (mercury_select), or peek and dequeue could pick
  * different flows: it rises at once, and comes down only when the queue
- * is empty (mercury_flow_requeue).
+ * is empty (mercury_flow_empty).
  */
 static void mercury_set_quantum(struct mercury_sched_data *q, u32 quantum)
 {
@@ -242,68 +277,114 @@ static void mercury_set_quantum(struct mercury_sched_data *q, u32 quantum)
 		q->drr_quantum = quantum;
 }
 
-/* ---- the level bitmap ------------------------------------------------ */
+/* ---- sets of ranks ----------------------------------------------------- */
 
-static void mercury_bit_set(struct mercury_sched_data *q, u32 rank)
+static void mercury_ranks_add(struct mercury_ranks *s, u32 rank)
 {
 	u32 w = rank / 64;
 
-	q->t.leaf[w] |= BIT_ULL(rank % 64);
-	q->mid[w / 64] |= BIT_ULL(w % 64);
-	q->top |= BIT_ULL(w / 64);
+	s->leaf[w] |= BIT_ULL(rank % 64);
+	s->mid[w / 64] |= BIT_ULL(w % 64);
+	s->top |= BIT_ULL(w / 64);
 }
 
-static void mercury_bit_clear(struct mercury_sched_data *q, u32 rank)
+static void mercury_ranks_del(struct mercury_ranks *s, u32 rank)
 {
 	u32 w = rank / 64;
 
-	q->t.leaf[w] &= ~BIT_ULL(rank % 64);
-	if (q->t.leaf[w])
+	s->leaf[w] &= ~BIT_ULL(rank % 64);
+	if (s->leaf[w])
 		return;
-	q->mid[w / 64] &= ~BIT_ULL(w % 64);
-	if (q->mid[w / 64])
+	s->mid[w / 64] &= ~BIT_ULL(w % 64);
+	if (s->mid[w / 64])
 		return;
-	q->top &= ~BIT_ULL(w / 64);
+	s->top &= ~BIT_ULL(w / 64);
 }
 
-/* Most urgent rank holding a flow, or MERCURY_NO_RANK. */
-static u32 mercury_first_rank(const struct mercury_sched_data *q)
+/* Most urgent member, or MERCURY_NO_RANK. */
+static u32 mercury_ranks_first(const struct mercury_ranks *s)
 {
 	u32 m, w;
 
-	if (!q->top)
+	if (!s->top)
 		return MERCURY_NO_RANK;
-	m = __ffs64(q->top);
-	w = m * 64 + __ffs64(q->mid[m]);
-	return w * 64 + __ffs64(q->t.leaf[w]);
+	m = __ffs64(s->top);
+	w = m * 64 + __ffs64(s->mid[m]);
+	return w * 64 + __ffs64(s->leaf[w]);
 }
 
-/* Most urgent rank above @rank holding a flow, or MERCURY_NO_RANK: at
- * most one masked word at each of the three depths.
+/* Least urgent member, or MERCURY_NO_RANK. */
+static u32 mercury_ranks_last(const struct mercury_ranks *s)
+{
+	u32 m, w;
+
+	if (!s->top)
+		return MERCURY_NO_RANK;
+	m = __fls(s->top);
+	w = m * 64 + __fls(s->mid[m]);
+	return w * 64 + __fls(s->leaf[w]);
+}
+
+/* Most urgent member after @rank, or MERCURY_NO_RANK: at most one masked
+ * word at each of the three depths.
  */
-static u32 mercury_next_rank_after(const struct mercury_sched_data *q,
-				   u32 rank)
+static u32 mercury_ranks_next(const struct mercury_ranks *s, u32 rank)
 {
 	u32 r = rank + 1, w = r / 64, m = w / 64;
 	u64 bits;
 
-	if (r >= MERCURY_MAX_RANKS || !q->top)
+	if (r >= MERCURY_MAX_RANKS || !s->top)
 		return MERCURY_NO_RANK;
-	if (q->mid[m] & BIT_ULL(w % 64)) {
-		bits = q->t.leaf[w] & (~0ULL << (r % 64));
+	if (s->mid[m] & BIT_ULL(w % 64)) {
+		bits = s->leaf[w] & (~0ULL << (r % 64));
 		if (bits)
 			return w * 64 + __ffs64(bits);
 	}
-	bits = (w % 64 == 63) ? 0 : q->mid[m] & (~0ULL << (w % 64 + 1));
+	bits = (w % 64 == 63) ? 0 : s->mid[m] & (~0ULL << (w % 64 + 1));
 	if (!bits) {
-		bits = (m == 63) ? 0 : q->top & (~0ULL << (m + 1));
+		bits = (m == 63) ? 0 : s->top & (~0ULL << (m + 1));
 		if (!bits)
 			return MERCURY_NO_RANK;
 		m = __ffs64(bits);
-		bits = q->mid[m];
+		bits = s->mid[m];
 	}
 	w = m * 64 + __ffs64(bits);
-	return w * 64 + __ffs64(q->t.leaf[w]);
+	return w * 64 + __ffs64(s->leaf[w]);
+}
+
+/* Least urgent member before @rank, or MERCURY_NO_RANK. */
+static u32 mercury_ranks_prev(const struct mercury_ranks *s, u32 rank)
+{
+	u32 w, m;
+	u64 bits;
+
+	if (!rank || !s->top)
+		return MERCURY_NO_RANK;
+	rank--;
+	w = rank / 64;
+	m = w / 64;
+	if (s->mid[m] & BIT_ULL(w % 64)) {
+		bits = s->leaf[w] & (~0ULL >> (63 - rank % 64));
+		if (bits)
+			return w * 64 + __fls(bits);
+	}
+	bits = (w % 64 == 0) ? 0 : s->mid[m] & (~0ULL >> (64 - w % 64));
+	if (!bits) {
+		bits = (m == 0) ? 0 : s->top & (~0ULL >> (64 - m));
+		if (!bits)
+			return MERCURY_NO_RANK;
+		m = __fls(bits);
+		bits = s->mid[m];
+	}
+	w = m * 64 + __fls(bits);
+	return w * 64 + __fls(s->leaf[w]);
+}
+
+static void mercury_ranks_init(struct mercury_ranks *s, u64 *leaf)
+{
+	s->top = 0;
+	memset(s->mid, 0, sizeof(s->mid));
+	s->leaf = leaf;
 }
 
 /* ---- flows on levels ------------------------------------------------- */
@@ -319,7 +400,7 @@ static void mercury_flow_attach(struct mercury_sched_data *q,
 	struct mercury_level *l = &q->t.levels[rank];
 
 	if (list_empty(&l->flows)) {
-		mercury_bit_set(q, rank);
+		mercury_ranks_add(&q->served, rank);
 		q->active_levels++;
 	}
 	if (f->deficit <= 0)
@@ -334,123 +415,157 @@ static void mercury_flow_detach(struct mercury_sched_data *q,
 {
 	struct mercury_level *l = &q->t.levels[f->rank];
 
-	list_del_init(&f->node);
+	list_del(&f->node);
 	l->nflows--;
 	if (list_empty(&l->flows)) {
-		mercury_bit_clear(q, f->rank);
+		mercury_ranks_del(&q->served, f->rank);
 		q->active_levels--;
 	}
 }
 
-/* ---- a flow's packets: augmented tree by arrival ---------------------- */
-
-static u32 mercury_subtree_min(const struct rb_node *n)
+/* Serve @f at @rank, keeping its place in the round if it stays. */
+static void mercury_flow_move(struct mercury_sched_data *q,
+			      struct mercury_flow *f, u32 rank)
 {
-	return n ? mercury_cb(rb_entry(n, struct sk_buff, rbnode))->min_rank :
-		   MERCURY_NO_RANK;
-}
-
-/* Recompute @skb's subtree minimum; true if @exit and it did not change. */
-static bool mercury_min_compute(struct sk_buff *skb, bool exit)
-{
-	struct mercury_skb_cb *cb = mercury_cb(skb);
-	u32 m = cb->rank, s;
-
-	s = mercury_subtree_min(skb->rbnode.rb_left);
-	if (s < m)
-		m = s;
-	s = mercury_subtree_min(skb->rbnode.rb_right);
-	if (s < m)
-		m = s;
-	if (exit && cb->min_rank == m)
-		return true;
-	cb->min_rank = m;
-	return false;
-}
-
-static void mercury_min_propagate(struct rb_node *rb,
-				  struct rb_node *stop)
-{
-	while (rb != stop) {
-		if (mercury_min_compute(mercury_skb(rb), true))
-			break;
-		rb = rb_parent(rb);
-	}
-}
-
-static void mercury_min_copy(struct rb_node *old, struct rb_node *new)
-{
-	mercury_cb(mercury_skb(new))->min_rank =
-		mercury_cb(mercury_skb(old))->min_rank;
-}
-
-static void mercury_min_rotate(struct rb_node *old, struct rb_node *new)
-{
-	mercury_min_copy(old, new);
-	mercury_min_compute(mercury_skb(old), false);
-}
-
-static const struct rb_augment_callbacks mercury_min_callbacks = {
-	.propagate	= mercury_min_propagate,
-	.copy		= mercury_min_copy,
-	.rotate		= mercury_min_rotate,
-};
-
-/* Most urgent rank among the flow's packets: the root's subtree minimum. */
-static u32 mercury_flow_min(const struct mercury_flow *f)
-{
-	return mercury_subtree_min(f->pkts.rb_root.rb_node);
-}
-
-/* Append @skb as the newest packet: the right child of the rightmost
- * node, then rebalance. O(log qlen) whatever the ranks.
- */
-static void mercury_pkts_push(struct mercury_flow *f,
-			      struct sk_buff *skb)
-{
-	struct rb_node *parent = f->tail ? &f->tail->rbnode : NULL;
-	struct rb_node **link = parent ? &parent->rb_right :
-					 &f->pkts.rb_root.rb_node;
-
-	mercury_cb(skb)->min_rank = mercury_rank_of(skb);
-	rb_link_node(&skb->rbnode, parent, link);
-	if (parent)
-		mercury_min_propagate(parent, NULL);
-	rb_insert_augmented_cached(&skb->rbnode, &f->pkts, !parent,
-				   &mercury_min_callbacks);
-	f->tail = skb;
-	f->qlen++;
-}
-
-static void mercury_pkts_erase(struct mercury_flow *f,
-			       struct sk_buff *skb)
-{
-	if (skb == f->tail)
-		f->tail = f->qlen > 1 ? mercury_skb(rb_prev(&skb->rbnode)) :
-					NULL;
-	rb_erase_augmented_cached(&skb->rbnode, &f->pkts,
-				  &mercury_min_callbacks);
-	f->qlen--;
-	skb->next = NULL;
-	skb->prev = NULL;
-}
-
-static struct sk_buff *mercury_flow_head(const struct mercury_flow *f)
-{
-	return mercury_skb(rb_first_cached(&f->pkts));
+	if (rank == f->rank)
+		return;
+	mercury_flow_detach(q, f);
+	mercury_flow_attach(q, f, rank);
 }
 
 /* ---- flows by their newest packet, for the drop policy ---------------- */
 
-/* Leftmost first: the least urgent newest packet, the newest among equals. */
-static bool mercury_tail_before(struct rb_node *a,
-				const struct rb_node *b)
+/* @f's newest packet changed (or it has one for the first time): it goes
+ * first among the flows whose newest packet has the same rank.
+ */
+static void mercury_tail_set(struct mercury_sched_data *q,
+			     struct mercury_flow *f, bool had_tail, u32 old)
 {
-	const struct mercury_skb_cb *x, *y;
+	u32 rank = mercury_rank_of(f->tail);
+	struct mercury_level *l = &q->t.levels[rank];
 
-	x = mercury_cb(rb_entry(a, struct mercury_flow, tnode)->tail);
-	y = mercury_cb(rb_entry(b, struct mercury_flow, tnode)->tail);
-	return x->rank > y->rank || (x->rank == y->rank && x->seq > y->seq);
+	if (had_tail) {
+		list_del(&f->tnode);
+		if (old != rank && list_empty(&q->t.levels[old].tails))
+			mercury_ranks_del(&q->tails, old);
+	}
+	if (list_empty(&l->tails))
+		mercury_ranks_add(&q->tails, rank);
+	list_add(&f->tnode, &l->tails);
+}
+
+static void mercury_tail_clear(struct mercury_sched_data *q,
+			       struct mercury_flow *f, u32 old)
+{
+	list_del(&f->tnode);
+	if (list_empty(&q->t.levels[old].tails))
+		mercury_ranks_del(&q->tails, old);
+}
+
+/* ---- a flow's packets: a list, and its ranks in runs ------------------ */
+
+static struct mercury_run *mercury_run(struct mercury_flow *f, u32 i)
+{
+	return &f->runs[(f->first_run + i) % MERCURY_RUNS];
+}
+
+/* Most urgent rank over the runs: the rank the flow is served at. */
+static u32 mercury_runs_min(struct mercury_flow *f)
+{
+	u32 i, m = MERCURY_NO_RANK;
+
+	for (i = 0; i < f->nruns; i++)
+		m = min(m, mercury_run(f, i)->rank);
+	return m;
+}
+
+/* Count a newest packet of @rank. A new run beyond MERCURY_RUNS merges
+ * the two oldest into one at the more urgent of their ranks: the minimum
+ * does not change, and afterwards the flow may be served more urgently
+ * than its own packets' tags, never less.
+ */
+static void mercury_runs_push(struct mercury_flow *f, u32 rank)
+{
+	struct mercury_run *r, *o;
+
+	if (f->nruns) {
+		r = mercury_run(f, f->nruns - 1);
+		if (r->rank == rank) {
+			r->count++;
+			return;
+		}
+	}
+	if (f->nruns == MERCURY_RUNS) {
+		o = mercury_run(f, 0);
+		r = mercury_run(f, 1);
+		r->rank = min(r->rank, o->rank);
+		r->count += o->count;
+		f->first_run = (f->first_run + 1) % MERCURY_RUNS;
+		f->nruns--;
+	}
+	r = mercury_run(f, f->nruns++);
+	r->rank = rank;
+	r->count = 1;
+}
+
+/* Uncount the oldest (@head) or the newest packet; true if a run ended. */
+static bool mercury_runs_pop(struct mercury_flow *f, bool head)
+{
+	struct mercury_run *r = mercury_run(f, head ? 0 : f->nruns - 1);
+
+	if (--r->count)
+		return false;
+	if (head)
+		f->first_run = (f->first_run + 1) % MERCURY_RUNS;
+	f->nruns--;
+	return true;
+}
+
+static void mercury_pkts_push(struct mercury_flow *f, struct sk_buff *skb)
+{
+	skb->next = NULL;
+	skb->prev = f->tail;
+	if (f->tail)
+		f->tail->next = skb;
+	else
+		f->head = skb;
+	f->tail = skb;
+	f->qlen++;
+	mercury_runs_push(f, mercury_rank_of(skb));
+}
+
+/* Unlink the oldest packet; true if the flow's ranks may have changed. */
+static bool mercury_pkts_pop_head(struct mercury_flow *f)
+{
+	struct sk_buff *skb = f->head;
+
+	f->head = skb->next;
+	if (f->head)
+		f->head->prev = NULL;
+	else
+		f->tail = NULL;
+	f->qlen--;
+	skb_mark_not_on_list(skb);
+	return mercury_runs_pop(f, true);
+}
+
+static bool mercury_pkts_pop_tail(struct mercury_flow *f)
+{
+	struct sk_buff *skb = f->tail;
+
+	f->tail = skb->prev;
+	if (f->tail)
+		f->tail->next = NULL;
+	else
+		f->head = NULL;
+	f->qlen--;
+	skb->prev = NULL;
+	return mercury_runs_pop(f, false);
+}
+
+static struct sk_buff *mercury_flow_head(const struct mercury_flow *f)
+{
+	return f->head;
 }
 
 /* ---- flow lookup and life ---------------------------------------------- */
@@ -471,7 +586,9 @@ static int mercury_key_cmp(unsigned long key, u32 key_rank,
 	return 0;
 }
 
-/* The flow of @key (and @rank without flow order), or NULL. */
+/* The flow of @key (and @rank without flow order), or NULL; an idle
+ * flow (qlen 0) included.
+ */
 static struct mercury_flow *mercury_flow_find(const struct mercury_sched_data *q,
 					      unsigned long key, u32 rank)
 {
@@ -490,7 +607,21 @@ static struct mercury_flow *mercury_flow_find(const struct mercury_sched_data *q
 	return NULL;
 }
 
-/* A free flow, from the spares or the allocator; NULL without memory. */
+/* Take the oldest idle flow out of the lookup table. */
+static struct mercury_flow *mercury_idle_take(struct mercury_sched_data *q)
+{
+	struct mercury_flow *f;
+
+	f = list_first_entry(&q->idle, struct mercury_flow, node);
+	list_del(&f->node);
+	rb_erase(&f->hnode, &q->t.buckets[f->bucket]);
+	q->nidle--;
+	return f;
+}
+
+/* A free flow: a spare, the oldest idle flow when as many are kept as
+ * allowed, or a new one; NULL without memory.
+ */
 static struct mercury_flow *mercury_flow_get(struct mercury_sched_data *q)
 {
 	struct mercury_flow *f;
@@ -501,6 +632,8 @@ static struct mercury_flow *mercury_flow_get(struct mercury_sched_data *q)
 		q->nspares--;
 		return f;
 	}
+	if (q->nidle && q->nidle >= q->keep_idle)
+		return mercury_idle_take(q);
 	return kmem_cache_alloc(mercury_flow_cachep, GFP_ATOMIC | __GFP_NOWARN);
 }
 
@@ -529,20 +662,26 @@ static void mercury_spares_trim(struct mercury_sched_data *q, u32 keep)
 	}
 }
 
+/* Keep at most @keep idle flows from now on. */
+static void mercury_idle_trim(struct mercury_sched_data *q, u32 keep)
+{
+	q->keep_idle = keep;
+	while (q->nidle > keep)
+		mercury_flow_put(q, mercury_idle_take(q));
+}
+
 /* Make sure the packet of @key and @rank can be queued: its flow exists,
- * or there is memory for a new one (kept as a spare). Called before the
- * drop policy evicts anything for it.
+ * or a free flow can be had (kept as a spare). Called before the drop
+ * policy evicts anything for it.
  */
 static int mercury_flow_reserve(struct mercury_sched_data *q,
 				unsigned long key, u32 rank)
 {
 	struct mercury_flow *f;
 
-	if (mercury_flow_find(q, key, rank))
+	if (mercury_flow_find(q, key, rank) || !list_empty(&q->spares))
 		return 0;
-	if (!list_empty(&q->spares))
-		return 0;
-	f = kmem_cache_alloc(mercury_flow_cachep, GFP_ATOMIC | __GFP_NOWARN);
+	f = mercury_flow_get(q);
 	if (!f)
 		return -ENOMEM;
 	list_add(&f->node, &q->spares);
@@ -550,61 +689,70 @@ static int mercury_flow_reserve(struct mercury_sched_data *q,
 	return 0;
 }
 
+/* A flow for @key, in its bucket, not yet on any list. */
 static struct mercury_flow *mercury_flow_create(struct mercury_sched_data *q,
 						unsigned long key, u32 rank)
 {
 	u32 key_rank = q->cfg.flow_order ? 0 : rank;
 	u32 b = mercury_bucket_of(q, key, key_rank);
-	struct rb_node **link = &q->t.buckets[b].rb_node, *parent = NULL;
-	struct mercury_flow *f;
+	struct rb_node **link, *parent = NULL;
+	struct mercury_flow *f, *n;
 
-	while (*link) {
-		parent = *link;
-		f = rb_entry(parent, struct mercury_flow, hnode);
-		link = mercury_key_cmp(key, key_rank, f) < 0 ? &parent->rb_left :
-							    &parent->rb_right;
-	}
+	/* before the walk: taking an idle flow may rebalance this bucket */
 	f = mercury_flow_get(q);
 	if (!f)
 		return NULL;
-	f->pkts = RB_ROOT_CACHED;
-	f->tail = NULL;
-	f->qlen = 0;
+	link = &q->t.buckets[b].rb_node;
+	while (*link) {
+		parent = *link;
+		n = rb_entry(parent, struct mercury_flow, hnode);
+		link = mercury_key_cmp(key, key_rank, n) < 0 ? &parent->rb_left :
+							    &parent->rb_right;
+	}
 	f->key = key;
 	f->key_rank = key_rank;
 	f->bucket = b;
-	f->deficit = q->drr_quantum;
+	f->qlen = 0;
 	rb_link_node(&f->hnode, parent, link);
 	rb_insert_color(&f->hnode, &q->t.buckets[b]);
-	q->nflows++;
+	INIT_LIST_HEAD(&f->node);
 	return f;
 }
 
-/* After the flow lost a packet: move it to the level of its most urgent
- * remaining packet, or free it when it is empty.
+/* @f, empty, gets its first packet: out of the idle list if it was on
+ * it, with a fresh deficit and no runs.
  */
-static void mercury_flow_requeue(struct mercury_sched_data *q,
-				 struct mercury_flow *f)
+static void mercury_flow_start(struct mercury_sched_data *q,
+			       struct mercury_flow *f)
 {
-	u32 rank;
+	if (!list_empty(&f->node)) {
+		list_del(&f->node);
+		q->nidle--;
+	}
+	f->head = NULL;
+	f->tail = NULL;
+	f->first_run = 0;
+	f->nruns = 0;
+	f->deficit = q->drr_quantum;
+	q->nflows++;
+}
 
-	if (!f->qlen) {
-		mercury_flow_detach(q, f);
-		rb_erase(&f->hnode, &q->t.buckets[f->bucket]);
-		/* an empty queue is the one moment drr_quantum may come back
-		 * down to the configured quantum (mercury_select)
-		 */
-		if (!--q->nflows)
-			q->drr_quantum = q->cfg.quantum;
-		mercury_flow_put(q, f);
-		return;
-	}
-	/* a flow that keeps its level keeps its place in the round */
-	rank = mercury_flow_min(f);
-	if (rank != f->rank) {
-		mercury_flow_detach(q, f);
-		mercury_flow_attach(q, f, rank);
-	}
+/* @f lost its last packet: off its level and the tails, onto the idle
+ * list; the oldest idle flow is freed when more are idle than kept.
+ */
+static void mercury_flow_empty(struct mercury_sched_data *q,
+			       struct mercury_flow *f)
+{
+	mercury_flow_detach(q, f);
+	list_add_tail(&f->node, &q->idle);
+	q->nidle++;
+	if (q->nidle > q->keep_idle)
+		mercury_flow_put(q, mercury_idle_take(q));
+	/* an empty queue is the one moment drr_quantum may come back down
+	 * to the configured quantum (mercury_select)
+	 */
+	if (!--q->nflows)
+		q->drr_quantum = q->cfg.quantum;
 }
 
 /* ---- queueing --------------------------------------------------------- */
@@ -614,12 +762,12 @@ static void mercury_flow_requeue(struct mercury_sched_data *q,
  * changed.
  */
 static int mercury_insert(struct mercury_sched_data *q,
-			  struct sk_buff *skb,
-					  unsigned long key)
+			  struct sk_buff *skb, unsigned long key)
 {
-	u32 rank = mercury_rank_of(skb), len = qdisc_pkt_len(skb);
+	u32 rank = mercury_rank_of(skb), len = qdisc_pkt_len(skb), old = 0;
 	struct mercury_level *l = &q->t.levels[rank];
 	struct mercury_flow *f;
+	bool had_tail;
 
 	f = mercury_flow_find(q, key, rank);
 	if (!f) {
@@ -627,20 +775,20 @@ static int mercury_insert(struct mercury_sched_data *q,
 		if (!f)
 			return -ENOMEM;
 	}
+	if (!f->qlen)
+		mercury_flow_start(q, f);
 	if (len > q->drr_quantum)
 		q->drr_quantum = len;
-	mercury_cb(skb)->seq = q->seq++;
-	if (f->qlen)
-		rb_erase_cached(&f->tnode, &q->tails);
+	had_tail = f->tail;
+	if (had_tail)
+		old = mercury_rank_of(f->tail);
 	mercury_pkts_push(f, skb);
-	rb_add_cached(&f->tnode, &q->tails, mercury_tail_before);
-	if (f->qlen == 1) {
+	mercury_tail_set(q, f, had_tail, old);
+	if (f->qlen == 1)
 		mercury_flow_attach(q, f, rank);
-	} else if (rank < f->rank) {
+	else if (rank < f->rank)
 		/* the flow inherits the urgency of its new packet */
-		mercury_flow_detach(q, f);
-		mercury_flow_attach(q, f, rank);
-	}
+		mercury_flow_move(q, f, rank);
 	l->qlen++;
 	l->backlog += len;
 	q->memory_usage += skb->truesize;
@@ -705,14 +853,14 @@ static void mercury_share_charge(struct mercury_sched_data *q, bool both,
  */
 static u32 mercury_next_rank(const struct mercury_sched_data *q)
 {
-	u32 first = mercury_first_rank(q);
+	u32 first = mercury_ranks_first(&q->served);
 
 	if (!q->share || first == MERCURY_NO_RANK || !mercury_both_wait(q))
 		return first;
 	if (q->share_credit >= 0)
 		return q->untagged_rank;
 	return first != q->untagged_rank ? first :
-	       mercury_next_rank_after(q, q->untagged_rank);
+	       mercury_ranks_next(&q->served, q->untagged_rank);
 }
 
 /* The flow the next packet of @rank comes from. Deficit round robin: the
@@ -745,18 +893,22 @@ static struct sk_buff *mercury_pick(struct mercury_sched_data *q,
 				    u32 rank)
 {
 	struct mercury_flow *f = mercury_select(q, rank);
-	struct sk_buff *skb = mercury_flow_head(f);
 	bool both = q->share && mercury_both_wait(q);
+	struct sk_buff *skb = f->head;
 	u32 len = qdisc_pkt_len(skb);
+	bool ran_out;
 
-	if (both && rank != mercury_first_rank(q))
+	if (both && rank != mercury_ranks_first(&q->served))
 		q->stat_share_forced++;
-	mercury_pkts_erase(f, skb);
+	ran_out = mercury_pkts_pop_head(f);
 	f->deficit -= len;
-	/* the newest packet changes only when the flow empties */
-	if (!f->qlen)
-		rb_erase_cached(&f->tnode, &q->tails);
-	mercury_flow_requeue(q, f);
+	if (!f->qlen) {
+		mercury_tail_clear(q, f, mercury_rank_of(skb));
+		mercury_flow_empty(q, f);
+	} else if (ran_out) {
+		/* a flow that keeps its level keeps its place in the round */
+		mercury_flow_move(q, f, mercury_runs_min(f));
+	}
 	mercury_account_out(q, skb);
 	if (q->share)
 		mercury_share_charge(q, both, rank == q->untagged_rank, len);
@@ -764,31 +916,35 @@ static struct sk_buff *mercury_pick(struct mercury_sched_data *q,
 }
 
 /* The victim for an arriving packet of @rank (-1: for any): the newest
- * packet of the flow whose newest packet is least urgent, the newest such
- * among equals, unlinked and counted in its level's drops, if it is less
- * urgent than @rank; NULL when the arriving packet should go instead.
- * Only a flow's newest packet is ever dropped, so no packet that has
- * others of its flow behind it is. O(log flows + log qlen).
+ * packet of the flow whose newest packet is least urgent, among equals
+ * of the flow whose newest packet changed last, unlinked and counted in
+ * its level's drops, if it is less urgent than @rank; NULL when the
+ * arriving packet should go instead. Only a flow's newest packet is ever
+ * dropped, so no packet that has others of its flow behind it is. O(1).
  */
 static struct sk_buff *mercury_victim(struct mercury_sched_data *q, s64 rank)
 {
-	struct rb_node *n = rb_first_cached(&q->tails);
+	u32 last = mercury_ranks_last(&q->tails);
 	struct mercury_flow *f;
 	struct sk_buff *skb;
+	bool ran_out;
 
-	if (!n)
+	if (last == MERCURY_NO_RANK || last <= rank)
 		return NULL;
-	f = rb_entry(n, struct mercury_flow, tnode);
+	f = list_first_entry(&q->t.levels[last].tails, struct mercury_flow,
+			     tnode);
 	skb = f->tail;
-	if (mercury_rank_of(skb) <= rank)
-		return NULL;
-	rb_erase_cached(&f->tnode, &q->tails);
-	mercury_pkts_erase(f, skb);
-	if (f->qlen)
-		rb_add_cached(&f->tnode, &q->tails, mercury_tail_before);
-	mercury_flow_requeue(q, f);
+	ran_out = mercury_pkts_pop_tail(f);
+	if (!f->qlen) {
+		mercury_tail_clear(q, f, last);
+		mercury_flow_empty(q, f);
+	} else {
+		mercury_tail_set(q, f, true, last);
+		if (ran_out)
+			mercury_flow_move(q, f, mercury_runs_min(f));
+	}
 	mercury_account_out(q, skb);
-	q->t.levels[mercury_rank_of(skb)].drops++;
+	q->t.levels[last].drops++;
 	mercury_share_settle(q);
 	return skb;
 }
@@ -804,24 +960,22 @@ static struct sk_buff *mercury_victim(struct mercury_sched_data *q, s64 rank)
 static bool mercury_can_evict(const struct mercury_sched_data *q, s64 rank,
 			      u32 pkts, u64 bytes)
 {
-	struct rb_node *n, *p;
 	struct mercury_flow *f;
 	struct sk_buff *skb;
+	u32 r;
 
-	for (n = rb_first_cached(&q->tails); n; n = rb_next(n)) {
-		f = rb_entry(n, struct mercury_flow, tnode);
-		for (p = &f->tail->rbnode; p; p = rb_prev(p)) {
-			skb = mercury_skb(p);
-			if (mercury_rank_of(skb) <= rank)
-				break;
-			pkts -= pkts ? 1 : 0;
-			bytes -= min_t(u64, bytes, skb->truesize);
-			if (!pkts && !bytes)
-				return true;
+	for (r = mercury_ranks_last(&q->tails);
+	     r != MERCURY_NO_RANK && r > rank;
+	     r = mercury_ranks_prev(&q->tails, r)) {
+		list_for_each_entry(f, &q->t.levels[r].tails, tnode) {
+			for (skb = f->tail; skb && mercury_rank_of(skb) > rank;
+			     skb = skb->prev) {
+				pkts -= pkts ? 1 : 0;
+				bytes -= min_t(u64, bytes, skb->truesize);
+				if (!pkts && !bytes)
+					return true;
+			}
 		}
-		/* the next flows' newest packets are as urgent or more */
-		if (p == &f->tail->rbnode)
-			break;
 	}
 	return !pkts && !bytes;
 }
@@ -898,9 +1052,11 @@ static u32 mercury_classify(const struct mercury_sched_data *q,
 }
 
 /* The flow of a packet: its socket, as sch_fq keys flows. A queued skb
- * holds a reference on its socket (sock_wfree and friends), and a flow
- * lives only while it holds packets, so a socket pointer cannot name a
- * new socket while its flow exists. Packets without a full, connected
+ * holds a reference on its socket (sock_wfree and friends), so a socket
+ * pointer cannot name a new socket while its flow holds packets; an idle
+ * flow whose socket is gone may be found by a new socket at the same
+ * address, which then starts it afresh (mercury_flow_start), as if it
+ * were new. Packets without a full, connected
  * socket are keyed by their whole flow hash, with the low bit set so that
  * they never meet a (word-aligned) socket pointer: forwarded traffic (no
  * socket), SYN-ACKs (a request socket or a listener), and unconnected UDP
@@ -948,13 +1104,6 @@ static bool mercury_room_for(const struct mercury_sched_data *q,
 	return mercury_can_evict(q, rank, pkts,
 				 mem > q->cfg.memory_limit ?
 				 mem - q->cfg.memory_limit : 0);
-}
-
-/* A packet leaving the qdisc: skb->rbnode overlaid skb->dev. */
-static struct sk_buff *mercury_out(struct Qdisc *sch, struct sk_buff *skb)
-{
-	skb->dev = qdisc_dev(sch);
-	return skb;
 }
 
 /* ---- enqueue, dequeue, peek ------------------------------------------- */
@@ -1040,7 +1189,7 @@ static int mercury_enqueue_one(struct sk_buff *skb, struct Qdisc *sch,
 			dropped_len += qdisc_pkt_len(victim);
 			qdisc_qstats_backlog_dec(sch, victim);
 			sch->q.qlen--;
-			qdisc_drop_reason(mercury_out(sch, victim), sch, to_free,
+			qdisc_drop_reason(victim, sch, to_free,
 					  QDISC_DROP_OVERLIMIT);
 		} while (mercury_over_limit(q, sch, 1, skb->truesize));
 	}
@@ -1153,10 +1302,10 @@ static struct sk_buff *mercury_dequeue(struct Qdisc *sch)
 	/* the level served first now is more urgent than every other one
 	 * (or the share chose the untagged class: counted there instead)
 	 */
-	if (q->active_levels > 1 && rank == mercury_first_rank(q))
+	if (q->active_levels > 1 && rank == mercury_ranks_first(&q->served))
 		q->stat_inversions_avoided++;
 
-	skb = mercury_out(sch, mercury_pick(q, rank));
+	skb = mercury_pick(q, rank);
 	l = &q->t.levels[mercury_rank_of(skb)];
 	/* per segment, as the qdisc's own counters */
 	bstats_update(&l->bstats, skb);
@@ -1246,7 +1395,8 @@ static const struct mercury_config mercury_defaults = {
 static void mercury_tables_free(struct mercury_tables *t)
 {
 	kvfree(t->levels);
-	kvfree(t->leaf);
+	kvfree(t->served_leaf);
+	kvfree(t->tails_leaf);
 	kvfree(t->buckets);
 	memset(t, 0, sizeof(*t));
 }
@@ -1262,17 +1412,20 @@ static int mercury_tables_alloc(struct mercury_tables *t,
 
 	t->levels = kvzalloc_node(array_size(nranks, sizeof(*t->levels)),
 				  GFP_KERNEL, node);
-	t->leaf = kvzalloc_node(array_size(MERCURY_LEAF_WORDS(nranks),
-					   sizeof(*t->leaf)), GFP_KERNEL, node);
+	t->served_leaf = kvzalloc_node(array_size(MERCURY_LEAF_WORDS(nranks),
+						  sizeof(u64)), GFP_KERNEL, node);
+	t->tails_leaf = kvzalloc_node(array_size(MERCURY_LEAF_WORDS(nranks),
+						 sizeof(u64)), GFP_KERNEL, node);
 	t->buckets = kvzalloc_node(array_size(1U << mercury_bucket_bits(cfg->flows),
 					      sizeof(*t->buckets)),
 				   GFP_KERNEL, node);
-	if (!t->levels || !t->leaf || !t->buckets) {
+	if (!t->levels || !t->served_leaf || !t->tails_leaf || !t->buckets) {
 		mercury_tables_free(t);
 		return -ENOMEM;
 	}
 	for (i = 0; i < nranks; i++) {
 		INIT_LIST_HEAD(&t->levels[i].flows);
+		INIT_LIST_HEAD(&t->levels[i].tails);
 		gnet_stats_basic_sync_init(&t->levels[i].bstats);
 	}
 	return 0;
@@ -1379,11 +1532,13 @@ static void mercury_apply_cfg(struct mercury_sched_data *q,
 	/* untagged first is capped too: it must not starve the gradients */
 	q->share = cfg->share ? cfg->share : first ? MERCURY_FIRST_SHARE : 0;
 	q->bucket_bits = mercury_bucket_bits(cfg->flows);
+	q->keep_idle = cfg->flows;
 	mercury_set_quantum(q, cfg->quantum);
 }
 
-/* Unlink every queued packet, in service order, keeping the flows they
- * leave as spares so that re-queueing them needs no allocation.
+/* Unlink every queued packet, in service order. Every flow, the idle
+ * ones included, leaves the old tables as a spare, so that re-queueing
+ * the packets needs no allocation.
  */
 static struct sk_buff *mercury_drain(struct Qdisc *sch)
 {
@@ -1394,9 +1549,12 @@ static struct sk_buff *mercury_drain(struct Qdisc *sch)
 
 	q->keep_spares = U32_MAX;
 	while ((rank = mercury_next_rank(q)) != MERCURY_NO_RANK) {
-		*tail = mercury_out(sch, mercury_pick(q, rank));
+		*tail = mercury_pick(q, rank);
 		tail = &(*tail)->next;
 	}
+	list_splice_init(&q->idle, &q->spares);
+	q->nspares += q->nidle;
+	q->nidle = 0;
 	/* nothing was sent */
 	q->stat_share_forced = forced;
 	return head;
@@ -1463,8 +1621,8 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 		skb = q->t.levels ? mercury_drain(sch) : NULL;
 		old = q->t;
 		q->t = fresh;
-		q->top = 0;
-		memset(q->mid, 0, sizeof(q->mid));
+		mercury_ranks_init(&q->served, q->t.served_leaf);
+		mercury_ranks_init(&q->tails, q->t.tails_leaf);
 		q->active_levels = 0;
 		q->share_credit = 0;
 		mercury_apply_cfg(q, &cfg);
@@ -1515,7 +1673,7 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 		qdisc_qstats_backlog_dec(sch, skb);
 		qdisc_qstats_drop(sch);
 		sch->q.qlen--;
-		rtnl_kfree_skbs(mercury_out(sch, skb), skb);
+		rtnl_kfree_skbs(skb, skb);
 	}
 	if (dropped)
 		qdisc_tree_reduce_backlog(sch, dropped, dropped_len);
@@ -1530,7 +1688,7 @@ static int mercury_init(struct Qdisc *sch, struct nlattr *opt,
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
-	q->tails = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&q->idle);
 	INIT_LIST_HEAD(&q->spares);
 	q->keep_spares = 1;
 	q->cfg = mercury_defaults;
@@ -1550,7 +1708,7 @@ static void mercury_purge(struct Qdisc *sch)
 	if (!q->t.levels)
 		return;
 	while ((rank = mercury_next_rank(q)) != MERCURY_NO_RANK) {
-		skb = mercury_out(sch, mercury_pick(q, rank));
+		skb = mercury_pick(q, rank);
 		rtnl_kfree_skbs(skb, skb);
 	}
 	q->stat_share_forced = forced;
@@ -1569,8 +1727,10 @@ static void mercury_destroy(struct Qdisc *sch)
 	struct mercury_sched_data *q = qdisc_priv(sch);
 
 	mercury_purge(sch);
-	if (q->spares.next)
+	if (q->spares.next) {
+		mercury_idle_trim(q, 0);
 		mercury_spares_trim(q, 0);
+	}
 	mercury_tables_free(&q->t);
 }
 

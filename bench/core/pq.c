@@ -69,7 +69,7 @@ size_t pq_mercury_table_bytes(u32 levels, u32 buckets)
 {
 	return (size_t)(levels + 1) * sizeof(struct mercury_level) +
 	       (sizeof(struct rb_root) << mercury_bucket_bits(buckets)) +
-	       MERCURY_LEAF_WORDS((size_t)levels + 1) * sizeof(u64);
+	       2 * MERCURY_LEAF_WORDS((size_t)levels + 1) * sizeof(u64);
 }
 
 static int pq_mercury_init(struct pq *pq, const struct pq_cfg *cfg)
@@ -81,7 +81,7 @@ static int pq_mercury_init(struct pq *pq, const struct pq_cfg *cfg)
 	    !cfg->buckets || cfg->buckets > TC_MERCURY_MAX_FLOWS)
 		return -EINVAL;
 	/* as mercury_init() and mercury_change() set it up */
-	q->tails = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&q->idle);
 	INIT_LIST_HEAD(&q->spares);
 	q->keep_spares = 1;
 	mc.levels = cfg->levels;
@@ -90,6 +90,8 @@ static int pq_mercury_init(struct pq *pq, const struct pq_cfg *cfg)
 	mc.quantum = cfg->quantum ? cfg->quantum : 2 * 1514;
 	if (mercury_tables_alloc(&q->t, &mc, NUMA_NO_NODE))
 		return -ENOMEM;
+	mercury_ranks_init(&q->served, q->t.served_leaf);
+	mercury_ranks_init(&q->tails, q->t.tails_leaf);
 	mercury_apply_cfg(q, &mc);
 	/* untagged first with no cap: one priority queue, nothing else */
 	q->share = 0;
@@ -141,6 +143,7 @@ void pq_destroy(struct pq *pq)
 	if (pq->kind == PQ_MERCURY && pq->core.t.levels) {
 		while (pq_mercury_pop(pq))
 			;
+		mercury_idle_trim(&pq->core, 0);
 		mercury_spares_trim(&pq->core, 0);
 	}
 	mercury_tables_free(&pq->core.t);

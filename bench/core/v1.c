@@ -2,7 +2,7 @@
 /*
  * v1.c	The first version of mercury's core (mercury_core_v1.h) behind a
  *	small opaque interface, in its own translation unit: its structs
- *	share their names with the second version's.
+ *	share their names with the module's.
  */
 #include <stdlib.h>
 

@@ -306,7 +306,7 @@ def adversarial(out, w, rows):
         w("## Adversarial worst cases\n")
         w("Not run (no adversarial.md in the results).\n")
         return
-    w("## Adversarial worst cases: the second core against the first\n")
+    w("## Adversarial worst cases\n")
     w("`make -C bench/core run` ends with `adv` (bench/core/adv.c), which times every single operation of "
       "five adversarial patterns on the userspace build of `kmod/sch_mercury.c` (*mercury*), "
       "of the first core kept as `bench/core/mercury_core_v1.h` (*v1*), of skbprio's algorithm (a FIFO per "
@@ -316,7 +316,7 @@ def adversarial(out, w, rows):
       "of another flow that evicts the first flow's newest packet, plus one dequeue (v1 re-threads the flow's "
       "min chain on every such drop);")
     w("- *collide*: 1024 flows all in one lookup bucket (v1: one bucket, so one FIFO; mercury: a table of two "
-      "trees); dequeue, then enqueue to the same flow;")
+      "buckets, each a tree of flows); dequeue, then enqueue to the same flow;")
     w("- *drr*: min(queued, 65536) flows of 64 KB packets at one level, quantum 256 (v1 loops over the flows "
       "crediting 256 bytes at a time);")
     w("- *storm*: a full queue; each operation is one arrival of a random rank and flow and exactly one drop "
@@ -344,7 +344,8 @@ def adversarial(out, w, rows):
                         fmt_ns(v_hi[2]) if v_hi else "-",
                         f"{v_hi[2] / max(v_lo[2], 1):.1f}" if v_lo and v_hi else "-"])
     w(f"From {lo:,} to {hi:,} queued, per pattern: mercury's 99.9th percentile at both sizes and their "
-      "ratio (flat means this grows with the trees' log and cache misses, not with the queue), its worst "
+      "ratio (mercury's operations are O(1) but for the lookup in a bucket's tree of flows: what grows is "
+      "cache misses, as the flows and packets touched outgrow the caches), its worst "
       f"operation at {hi:,}, and v1's worst at {hi:,} with its growth over the same range.\n")
     w(table(["pattern", f"mercury 99.9% at {lo:,}", f"at {hi:,}", "growth", f"mercury worst at {hi:,}",
              f"v1 worst at {hi:,}", "v1 growth"], summary))
@@ -480,19 +481,21 @@ def render(args):
 
     w("## Memory\n")
     w(table(["state", "bytes", "note"], [
-        ["per queued packet", 0, f"mercury_skb_cb ({sizes['mercury_skb_cb']} B: arrival sequence, rank, the "
-         f"subtree's most urgent rank) lives in the {sizes['qdisc_cb_priv']} bytes of skb->cb every skb has for its "
-         "qdisc; the packet is a node of its flow's tree through skb->rbnode"],
+        ["per queued packet", 0, f"mercury_skb_cb ({sizes['mercury_skb_cb']} B: the rank) lives in the "
+         f"{sizes['qdisc_cb_priv']} bytes of skb->cb every skb has for its "
+         "qdisc; the packet is linked into its flow's list through skb->next and skb->prev"],
         ["per active flow (struct mercury_flow)", sizes["mercury_flow"], "from a kmem_cache when a flow's first "
-         "packet arrives (GFP_ATOMIC), kept as a spare or freed when its last one leaves: one per socket "
-         "(or hash) with packets queued, not per configured bucket"],
+         "packet arrives (GFP_ATOMIC), kept idle in the table when its last one leaves (at most `flows` idle "
+         "flows; beyond, the oldest is reused or freed): one per socket (or hash) with packets queued, plus "
+         "the idle ones"],
         ["per bucket", 8, "an rb_root of the flows whose key lands in it, allocated at configuration"],
         ["per level (struct mercury_level)", sizes["mercury_level"], "allocated at configuration, levels + 1 of them "
          "(the untagged class); includes per-level byte/packet counters"],
-        ["level bitmap", "levels/8 + 520", "one bit per level, plus a fixed 64-word middle and one top word"],
+        ["rank sets", "2 x (levels/8 + 136)", "two: the ranks flows are served at, the ranks of flows' newest "
+         "packets; one bit per level each, plus a 16-word middle and one top word"],
         ["struct mercury_core", sizes["mercury_core"], "in the qdisc's private data"],
     ], ["l", "r", "l"]))
-    w("\nTables allocated per qdisc (levels + 1 levels, the buckets, the leaf bitmap):\n")
+    w("\nTables allocated per qdisc (levels + 1 levels, the buckets, the two leaf bitmaps):\n")
     rows = []
     for t in sizes["tables"]:
         row = [t["levels"], t["buckets"], fmt_bytes(t["bytes"])]
@@ -564,17 +567,19 @@ def findings(pg, core, core_data, out):
     s64 = core.ns("mercury", 64, q_small, 64)
     s65 = core.ns("mercury", 65534, q_small, 64)
     big = core_data["queued"][-1]
-    w.append("- **Operations are O(log n), and bounded.** The second core keeps each flow's packets in an "
-             "augmented red-black tree and the flows in trees too, so an operation costs the depth of those trees "
-             "(and, beyond the caches, a miss per level), as the heap and the red-black tree do: at "
+    w.append("- **Operations are O(1), but for the flow lookup.** mercury keeps each flow's packets in a list "
+             "and its served rank as at most 8 rank runs, finds the most urgent level and the drop victim's "
+             "level in two three-level bitmaps, and keeps empty flows for reuse, so only the lookup walks a "
+             "tree (one bucket's flows) and no tree is written while the flows' keys stay known; beyond the "
+             "caches each flow and packet touched is a miss: at "
              f"{fmt_int(big)} queued, mercury {fmt_ns(core.ns('mercury', 1024, big, 64))} ns, heap "
              f"{fmt_ns(core.ns('heap', 1024, big, 64))} ns, red-black tree "
              f"{fmt_ns(core.ns('rbtree', 1024, big, 64))} ns (1024 levels, 64 flows). What it buys is the worst "
              "case (section *Adversarial worst cases*): no operation scales with the queue, where the first "
-             "core's O(1) median came with O(n) drops and an unbounded DRR loop.")
+             "version's O(1) median came with O(n) drops and an unbounded DRR loop.")
     if a64 and a65:
         w.append(f"- **Levels cost cache.** From 64 to 65534 levels the work per packet is the same (three "
-                 f"find-first-set words and the flow's trees), but with levels drawn uniformly at random each "
+                 f"find-first-set words and the flow's list), but with levels drawn uniformly at random each "
                  f"enqueue touches a random entry of a {fmt_bytes(65537 * core_data['sizes']['mercury_level'])} "
                  f"level array and a random word of an 8 KiB bitmap: {fmt_ns(s64)} vs {fmt_ns(s65)} ns at "
                  f"{q_small} queued, {fmt_ns(a64)} vs {fmt_ns(a65)} ns at 10 000 queued. That is a cache-footprint "
@@ -612,7 +617,7 @@ def findings(pg, core, core_data, out):
     if None not in (h, ld, own, skown):
         w.append(f"- **The empty-queue path.** With one pktgen sender and a device that never stalls, every packet "
                  "finds the qdisc empty. With `bypass off`, mercury still takes its whole path for it: the flow "
-                 "lookup (pktgen's skbs have no socket, so by hash), a spare flow, the flow's tree, the level's "
+                 "lookup (pktgen's skbs have no socket, so by hash), its idle flow, the flow's list and runs, the level's "
                  "list and bitmap, and the same in reverse at dequeue. Of the busy samples of the transmitting "
                  f"CPU, mercury spends {own:.1f}% in its own enqueue and dequeue, {h:.1f}% hashing and {ld:.1f}% "
                  f"in the list checks of Debian's `CONFIG_DEBUG_LIST`; skbprio, one list per priority and no "
@@ -620,10 +625,10 @@ def findings(pg, core, core_data, out):
                  f"{ratio('mercury l16 f64 fo-on', 'prio16 f64')} x prio here; by default the bypass skips all of "
                  "it.")
         if matrix:
-            w.append(f"- **Levels and flows barely enter that path**: the queue holds one packet, so the trees are "
-                     f"one node deep (median rates of the 64-flow configurations within "
+            w.append(f"- **Levels and flows barely enter that path**: the queue holds one packet, so every list "
+                     f"holds one (median rates of the 64-flow configurations within "
                      f"{(max(matrix) / min(matrix) - 1) * 100:.0f}% of each other, mostly noise). A standing "
-                     "queue, where the trees grow, is what the userspace core benchmark measures: a device that "
+                     "queue, where the lists grow, is what the userspace core benchmark measures: a device that "
                      "stalls would make itself, not the qdisc, the bottleneck of a packet rate.")
     h4 = profile_share(prof[m4], is_hash)
     if h4 is not None:
