@@ -14,10 +14,11 @@
 #                   against DDP's own variants (Documentation/torch.md;
 #                   an hour with five schemes, more with all; BT_QUICK=1
 #                   for a preview of every scheme)
-#   make bench-shared training beside a checkpoint upload on one link, per
-#                   qdisc (bench/shared/run.sh; BS_SCENARIO=shallow: a
-#                   shallow shared buffer, twojobs: two jobs on one link;
-#                   BS_QUICK=1 for a plumbing check)
+#   make bench-shared the shared-NIC scenarios per qdisc, 3 boots each, one
+#                   table each, within the hour: training beside a
+#                   checkpoint upload, a shallow shared buffer, two jobs on
+#                   one link (bench/shared/run.sh; BS_SCENARIO=shallow for
+#                   one; BS_QUICK=1 for a plumbing check)
 #   make perf       the qdisc cost benchmark (Documentation/performance.md)
 #   make install    module, tc plugin, tools, library, man pages (Documentation/install.md)
 #   make style      checkpatch --strict on kmod/ and tc-plugin/

@@ -50,7 +50,12 @@
 #            About 13 minutes a boot at 160 px (2 repetitions).
 #
 #   bench/shared/run.sh [-o OUTDIR]    (default OUTDIR: out/bench-shared)
-#   BS_SCENARIO="bulk shallow" bench/shared/run.sh    both, one after the other
+#       the three scenarios, one after the other, each in 3 boots (bulk:
+#       1 repetition a boot; shallow: 2; twojobs: 1), then their three
+#       tables together and the total time; make bench-shared runs this.
+#       Within the hour on this 2-core host (Documentation/results/
+#       bench-shared.md gives each run's time and load).
+#   BS_SCENARIO=shallow bench/shared/run.sh           one scenario
 #   BS_QUICK=1 bench/shared/run.sh     every scheme once: a plumbing check
 #
 # Settings (environment): BS_SCENARIO ("bulk"; "shallow"; or both),
@@ -61,8 +66,8 @@
 # default prio's per-band split of the buffer), BS_SHARE
 # (sch_mercury's untagged_share and ets-quanta's split, in %: 10 in bulk,
 # 0 (none) in shallow), BS_BYTES and BS_RTT_MS (shallow), BS_MODELS
-# (tiny), BS_TINY_SIZE / BS_TINY_BATCH, BS_ITERS, BS_REPEAT (3), BS_BOOTS
-# (1), BS_RATE (30mbit), BS_TRAIN_TIMEOUT (seconds of training beside
+# (tiny), BS_TINY_SIZE / BS_TINY_BATCH, BS_ITERS, BS_REPEAT (per scenario,
+# as above), BS_BOOTS (3; 1 with BS_QUICK=1), BS_RATE (30mbit), BS_TRAIN_TIMEOUT (seconds of training beside
 # the bulk before a starved job is stopped, counted from its first
 # barrier: 60; 45 quick), BS_RUN_TIMEOUT (seconds any run may take,
 # start-up included: 300), BS_DEADLINE (a date: no repetition or boot
@@ -79,14 +84,28 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-scenarios=${BS_SCENARIO:-bulk}
+scenarios=${BS_SCENARIO:-bulk shallow twojobs}
 for sc in $scenarios; do
 	case $sc in bulk|shallow|twojobs) ;; *) echo "bench-shared: unknown scenario $sc (bulk, shallow, twojobs)" >&2; exit 2 ;; esac
 done
 if [ "$(echo $scenarios | wc -w)" -gt 1 ]; then
-	rc=0
-	for sc in $scenarios; do
+	# bulk writes OUTDIR itself, the others a directory in it: bulk first,
+	# so that its clean-up of OUTDIR leaves theirs alone
+	rc=0 t0=$(date +%s) ordered=""
+	for sc in bulk shallow twojobs; do
+		case " $scenarios " in *" $sc "*) ordered="$ordered $sc" ;; esac
+	done
+	for sc in $ordered; do
 		BS_SCENARIO=$sc "$0" -o "$out" || rc=1
+	done
+	echo
+	echo "bench-shared: the scenarios' tables together; all in $(( ($(date +%s) - t0) / 60 )) min"
+	for sc in $ordered; do
+		d=$out
+		[ $sc = bulk ] || d=$out/$sc
+		echo
+		echo "== scenario $sc =="
+		cat "$d/bench-shared.txt" 2>/dev/null || { echo "bench-shared: no table for $sc"; rc=1; }
 	done
 	exit $rc
 fi
@@ -128,7 +147,11 @@ else
 	export BT_SHARE=${BS_SHARE:-10}
 	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio prio-last ets-strict ets-quanta mercury-share fq}
 fi
-[ -n "${BS_BOOTS:-}" ] && export BT_BOOTS=$BS_BOOTS
+if [ "${BS_QUICK:-0}" = 1 ]; then
+	export BT_BOOTS=${BS_BOOTS:-1}
+else
+	export BT_BOOTS=${BS_BOOTS:-3}
+fi
 export BT_MODELS=${BS_MODELS:-tiny}
 export BT_RATE=${BS_RATE:-30mbit}
 if [ "${BS_QUICK:-0}" = 1 ]; then
@@ -138,7 +161,10 @@ if [ "${BS_QUICK:-0}" = 1 ]; then
 	export BT_TINY_SIZE=${BS_TINY_SIZE:-32} BT_TINY_BATCH=${BS_TINY_BATCH:-8}
 	export BT_BULK_TIMEOUT=${BS_TRAIN_TIMEOUT:-45}
 else
-	export BT_REPEAT=${BS_REPEAT:-3}
+	# repetitions a boot, so that the three scenarios' 3 boots each fit
+	# the hour (shallow's runs are the shortest)
+	[ "$BT_SCENARIO" = shallow ] && rep=2 || rep=1
+	export BT_REPEAT=${BS_REPEAT:-$rep}
 	export BT_ITERS=${BS_ITERS:-40}
 	export BT_TINY_SIZE=${BS_TINY_SIZE:-32} BT_TINY_BATCH=${BS_TINY_BATCH:-8}
 	export BT_BULK_TIMEOUT=${BS_TRAIN_TIMEOUT:-60}
