@@ -58,20 +58,22 @@
 #   BS_SCENARIO=shallow bench/shared/run.sh           one scenario
 #   BS_QUICK=1 bench/shared/run.sh     every scheme once: a plumbing check
 #
-# Settings (environment): BS_SCENARIO ("bulk"; "shallow"; or both),
-# BS_SCHEMES (bulk: "ddp fifo prio prio-last ets-strict ets-quanta
-# mercury-share fq", "mercury", sch_mercury untagged first, also runs;
-# shallow: "ddp fifo prio-last ets-strict mercury-share mercury-fl fq";
-# mercury-fl is sch_mercury with flow_limit, BS_FLOW_LIMIT packets, by
-# default prio's per-band split of the buffer), BS_SHARE
-# (sch_mercury's untagged_share and ets-quanta's split, in %: 10 in bulk,
-# 0 (none) in shallow), BS_BYTES and BS_RTT_MS (shallow), BS_MODELS
-# (tiny), BS_TINY_SIZE / BS_TINY_BATCH, BS_ITERS, BS_REPEAT (per scenario,
-# as above), BS_BOOTS (3; 1 with BS_QUICK=1), BS_RATE (30mbit), BS_TRAIN_TIMEOUT (seconds of training beside
-# the bulk before a starved job is stopped, counted from its first
-# barrier: 60; 45 quick), BS_RUN_TIMEOUT (seconds any run may take,
-# start-up included: 300), BS_DEADLINE (a date: no repetition or boot
-# starts that would end after it); any other BT_ setting of
+# Settings (environment): BS_SCENARIO ("bulk shallow twojobs"; any of
+# them), BS_SCHEMES (bulk: "fifo prio prio-last ets-strict ets-quanta
+# mercury-share fq"; "ddp", stock DDP on pfifo, and "mercury", sch_mercury
+# untagged first, also run; shallow: "fifo prio-last ets-strict
+# mercury-share mercury-fl fq", "ddp" also runs; mercury-fl is
+# sch_mercury with flow_limit, BS_FLOW_LIMIT packets, by default prio's
+# per-band split of the buffer), BS_SHARE (sch_mercury's untagged_share
+# and ets-quanta's split, in %: 10 in bulk, 0 (none) in shallow),
+# BS_BYTES and BS_RTT_MS (shallow), BS_MODELS (tiny), BS_TINY_SIZE /
+# BS_TINY_BATCH, BS_ITERS, BS_REPEAT (per scenario, as above), BS_BOOTS
+# (3; 1 with BS_QUICK=1), BS_RATE (30mbit), BS_TRAIN_TIMEOUT (seconds of
+# training beside the bulk before a starved job is stopped, counted from
+# its first barrier: 30, time for 40 iterations at 0.6x of alone; 45
+# quick), BS_RUN_TIMEOUT (seconds any run may take, start-up included:
+# 300), BS_DEADLINE (a date: no repetition or boot starts that would end
+# after it); any other BT_ setting of
 # bench/torch/run.sh passes through.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -113,7 +115,7 @@ export BT_BULK=1 BT_SCENARIO=$scenarios
 [ "$scenarios" = bulk ] || out=$out/$scenarios
 if [ "$scenarios" = shallow ]; then
 	export BT_SHARE=${BS_SHARE:-0}
-	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio-last ets-strict mercury-share mercury-fl fq}
+	export BT_SCHEMES=${BS_SCHEMES:-fifo prio-last ets-strict mercury-share mercury-fl fq}
 	[ -n "${BS_FLOW_LIMIT:-}" ] && export BT_FLOW_LIMIT=$BS_FLOW_LIMIT
 	# one bandwidth-delay product (the idle link's round trip, measured:
 	# runs/rtt.txt, in the report) plus every channel's initial window
@@ -145,7 +147,7 @@ elif [ "$scenarios" = twojobs ]; then
 	BS_ITERS=${BS_ITERS:-60}
 else
 	export BT_SHARE=${BS_SHARE:-10}
-	export BT_SCHEMES=${BS_SCHEMES:-ddp fifo prio prio-last ets-strict ets-quanta mercury-share fq}
+	export BT_SCHEMES=${BS_SCHEMES:-fifo prio prio-last ets-strict ets-quanta mercury-share fq}
 fi
 if [ "${BS_QUICK:-0}" = 1 ]; then
 	export BT_BOOTS=${BS_BOOTS:-1}
@@ -167,7 +169,7 @@ else
 	export BT_REPEAT=${BS_REPEAT:-$rep}
 	export BT_ITERS=${BS_ITERS:-40}
 	export BT_TINY_SIZE=${BS_TINY_SIZE:-32} BT_TINY_BATCH=${BS_TINY_BATCH:-8}
-	export BT_BULK_TIMEOUT=${BS_TRAIN_TIMEOUT:-60}
+	export BT_BULK_TIMEOUT=${BS_TRAIN_TIMEOUT:-30}
 fi
 export BT_RUN_TIMEOUT=${BS_RUN_TIMEOUT:-300}
 [ -n "${BS_DEADLINE:-}" ] && export BT_DEADLINE=$BS_DEADLINE
