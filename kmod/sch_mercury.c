@@ -121,7 +121,8 @@
 #define MERCURY_RUNS		8
 
 /* Per-packet state, in the 20 bytes of skb->cb a qdisc owns. A flow's
- * packets are a list through skb->next and skb->prev.
+ * packets are a list through skb->next and skb->prev; the oldest one's
+ * prev is not kept (a dequeue then touches one packet, not two).
  */
 struct mercury_skb_cb {
 	u32	rank;		/* level index, 0 served first */
@@ -525,7 +526,7 @@ static void mercury_pkts_push(struct mercury_flow *f, struct sk_buff *skb)
 {
 	skb->next = NULL;
 	skb->prev = f->tail;
-	if (f->tail)
+	if (f->qlen)
 		f->tail->next = skb;
 	else
 		f->head = skb;
@@ -540,12 +541,11 @@ static bool mercury_pkts_pop_head(struct mercury_flow *f)
 	struct sk_buff *skb = f->head;
 
 	f->head = skb->next;
-	if (f->head)
-		f->head->prev = NULL;
-	else
+	if (!f->head)
 		f->tail = NULL;
 	f->qlen--;
 	skb_mark_not_on_list(skb);
+	skb->prev = NULL;
 	return mercury_runs_pop(f, true);
 }
 
@@ -553,12 +553,13 @@ static bool mercury_pkts_pop_tail(struct mercury_flow *f)
 {
 	struct sk_buff *skb = f->tail;
 
-	f->tail = skb->prev;
-	if (f->tail)
+	if (--f->qlen) {
+		f->tail = skb->prev;
 		f->tail->next = NULL;
-	else
+	} else {
 		f->head = NULL;
-	f->qlen--;
+		f->tail = NULL;
+	}
 	skb->prev = NULL;
 	return mercury_runs_pop(f, false);
 }
@@ -969,7 +970,7 @@ static bool mercury_can_evict(const struct mercury_sched_data *q, s64 rank,
 	     r = mercury_ranks_prev(&q->tails, r)) {
 		list_for_each_entry(f, &q->t.levels[r].tails, tnode) {
 			for (skb = f->tail; skb && mercury_rank_of(skb) > rank;
-			     skb = skb->prev) {
+			     skb = skb == f->head ? NULL : skb->prev) {
 				pkts -= pkts ? 1 : 0;
 				bytes -= min_t(u64, bytes, skb->truesize);
 				if (!pkts && !bytes)
@@ -1662,7 +1663,7 @@ static int mercury_change(struct Qdisc *sch, struct nlattr *opt,
 	else
 		sch->flags &= ~TCQ_F_CAN_BYPASS;
 
-	/* A lower limit drops the least urgent packets now: O(log n) each. */
+	/* A lower limit drops the least urgent packets now: O(1) each. */
 	while (mercury_over_limit(q, sch, 0, 0)) {
 		skb = mercury_victim(q, -1);
 		if (!skb)
@@ -1697,7 +1698,7 @@ static int mercury_init(struct Qdisc *sch, struct nlattr *opt,
 	return mercury_change(sch, opt, extack);
 }
 
-/* Free every queued packet and every flow but the spare. */
+/* Free every queued packet; the flows stay in the table, idle. */
 static void mercury_purge(struct Qdisc *sch)
 {
 	struct mercury_sched_data *q = qdisc_priv(sch);
