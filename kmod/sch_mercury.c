@@ -436,31 +436,34 @@ static void mercury_flow_move(struct mercury_sched_data *q,
 
 /* ---- flows by their newest packet, for the drop policy ---------------- */
 
-/* @f's newest packet changed (or it has one for the first time): it goes
- * first among the flows whose newest packet has the same rank.
- */
-static void mercury_tail_set(struct mercury_sched_data *q,
-			     struct mercury_flow *f, bool had_tail, u32 old)
-{
-	u32 rank = mercury_rank_of(f->tail);
-	struct mercury_level *l = &q->t.levels[rank];
-
-	if (had_tail) {
-		list_del(&f->tnode);
-		if (old != rank && list_empty(&q->t.levels[old].tails))
-			mercury_ranks_del(&q->tails, old);
-	}
-	if (list_empty(&l->tails))
-		mercury_ranks_add(&q->tails, rank);
-	list_add(&f->tnode, &l->tails);
-}
-
+/* @f, whose newest packet had rank @old, no longer has one. */
 static void mercury_tail_clear(struct mercury_sched_data *q,
 			       struct mercury_flow *f, u32 old)
 {
 	list_del(&f->tnode);
 	if (list_empty(&q->t.levels[old].tails))
 		mercury_ranks_del(&q->tails, old);
+}
+
+/* @f's newest packet changed from one of rank @old (MERCURY_NO_RANK: it
+ * had none): it goes first among the flows whose newest packet has the
+ * same rank.
+ */
+static void mercury_tail_set(struct mercury_sched_data *q,
+			     struct mercury_flow *f, u32 old)
+{
+	u32 rank = mercury_rank_of(f->tail);
+	struct mercury_level *l = &q->t.levels[rank];
+
+	if (old == rank) {
+		list_move(&f->tnode, &l->tails);
+		return;
+	}
+	if (old != MERCURY_NO_RANK)
+		mercury_tail_clear(q, f, old);
+	if (list_empty(&l->tails))
+		mercury_ranks_add(&q->tails, rank);
+	list_add(&f->tnode, &l->tails);
 }
 
 /* ---- a flow's packets: a list, and its ranks in runs ------------------ */
@@ -765,10 +768,9 @@ static void mercury_flow_empty(struct mercury_sched_data *q,
 static int mercury_insert(struct mercury_sched_data *q,
 			  struct sk_buff *skb, unsigned long key)
 {
-	u32 rank = mercury_rank_of(skb), len = qdisc_pkt_len(skb), old = 0;
+	u32 rank = mercury_rank_of(skb), len = qdisc_pkt_len(skb), old;
 	struct mercury_level *l = &q->t.levels[rank];
 	struct mercury_flow *f;
-	bool had_tail;
 
 	f = mercury_flow_find(q, key, rank);
 	if (!f) {
@@ -780,11 +782,9 @@ static int mercury_insert(struct mercury_sched_data *q,
 		mercury_flow_start(q, f);
 	if (len > q->drr_quantum)
 		q->drr_quantum = len;
-	had_tail = f->tail;
-	if (had_tail)
-		old = mercury_rank_of(f->tail);
+	old = f->qlen ? mercury_rank_of(f->tail) : MERCURY_NO_RANK;
 	mercury_pkts_push(f, skb);
-	mercury_tail_set(q, f, had_tail, old);
+	mercury_tail_set(q, f, old);
 	if (f->qlen == 1)
 		mercury_flow_attach(q, f, rank);
 	else if (rank < f->rank)
@@ -940,7 +940,7 @@ static struct sk_buff *mercury_victim(struct mercury_sched_data *q, s64 rank)
 		mercury_tail_clear(q, f, last);
 		mercury_flow_empty(q, f);
 	} else {
-		mercury_tail_set(q, f, true, last);
+		mercury_tail_set(q, f, last);
 		if (ran_out)
 			mercury_flow_move(q, f, mercury_runs_min(f));
 	}

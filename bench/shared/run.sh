@@ -151,14 +151,10 @@ else
 	export BT_SHARE=${BS_SHARE:-5}
 	export BT_SCHEMES=${BS_SCHEMES:-fifo prio prio-last ets-strict ets-quanta mercury-share fq}
 fi
-if [ "${BS_QUICK:-0}" = 1 ]; then
-	export BT_BOOTS=${BS_BOOTS:-1}
-else
-	export BT_BOOTS=${BS_BOOTS:-3}
-fi
 export BT_MODELS=${BS_MODELS:-tiny}
 export BT_RATE=${BS_RATE:-30mbit}
 if [ "${BS_QUICK:-0}" = 1 ]; then
+	export BT_BOOTS=${BS_BOOTS:-1}
 	export BT_QUICK=1
 	export BT_REPEAT=${BS_REPEAT:-1}
 	export BT_ITERS=${BS_ITERS:-40}
@@ -168,6 +164,7 @@ else
 	# repetitions a boot, so that the three scenarios' 3 boots each fit
 	# the hour (shallow's runs are the shortest)
 	[ "$BT_SCENARIO" = shallow ] && rep=2 || rep=1
+	export BT_BOOTS=${BS_BOOTS:-3}
 	export BT_REPEAT=${BS_REPEAT:-$rep}
 	export BT_ITERS=${BS_ITERS:-40}
 	export BT_TINY_SIZE=${BS_TINY_SIZE:-32} BT_TINY_BATCH=${BS_TINY_BATCH:-8}
