@@ -16,11 +16,11 @@
 #
 # The default measures the transformer (vit) under the issue's schemes
 # (all but 8-channel pfifo), 2 repetitions in each of 3 guest boots: 6
-# paired runs per ratio in 3 boots, within the hour on an idle 2-core
-# host (estimated, not yet measured: 50-55 min; 9 schemes x 6 runs of
-# about 50 s, vit having 20 MB of gradients to resnet18's 45 MB, and
-# per boot about 2 min of boot, build and probes, 3 more in the first
-# for the size rule's profiles and the ddp-tuned sweep). resnet18's
+# paired runs per ratio in 3 boots, 60 min on a busy 2-core host
+# (2026-12-04; 9 schemes x 6 runs of about 50 s, vit having 20 MB of
+# gradients to resnet18's 45 MB, and per boot about 2 min of boot,
+# build and probes, 3 more in the first for the size rule's profiles
+# and the ddp-tuned sweep). resnet18's
 # runs take 1.5-2 min each, vgg11's (39 MB of gradients) presumably
 # about as long, so BT_FULL=1 takes about 4 hours (10 schemes x 6 runs
 # x ~4.5 min for the three models, with the boots' overhead).
