@@ -12,12 +12,13 @@ OUTDIR/runs/TAG.r{0,1}.json (worker.py), OUTDIR/runs/sim-MODEL-SCHEME.json
 OUTDIR/bench-torch.txt (printed too), bench-torch.json, bench-torch.png
 (iteration times and losses) and bench-torch-ratios.png (every scheme's
 it/s over stock DDP with its interval, per model).
-Further DIRs (or --also DIR) are other boots' run directories: their runs
-are pooled with OUTDIR's, the simulator's input stays OUTDIR's. An OUTDIR
-without runs/ but with boot-1, boot-2, ... (run.sh with BT_BOOTS > 1)
-pools those boots' runs; the first boot's directory then gives the
-simulator's input, the profiles and the ddp-tuned sweep, and the report
-is written to OUTDIR.
+An OUTDIR without runs/ but with boot-1, boot-2, ... (run.sh with
+BT_BOOTS > 1) pools those boots' runs. Further DIRs (or --also DIR),
+each a run directory or an OUTDIR of boots, are pooled with OUTDIR's:
+other boots of the same models, or another model's run (one model a
+session). Each model's simulator input, profiles and ddp-tuned sweep
+come from the first directory that ran it; the report is written to
+OUTDIR, which may hold no runs of its own.
 
 The report opens with the headline table: per model, every scheme's it/s
 over stock DDP (median [95% interval], how many runs and boots it rests
@@ -81,22 +82,30 @@ LEVEL = 0.95
 # a FIFO and fair queueing, and is compared with fifo-stream too.
 
 
-def run_dirs(out, also=()):
-    """The run directories a report pools: OUTDIR itself if it holds
-    runs/, else its boot-K directories in boot order; then also's."""
-    if os.path.exists(os.path.join(out, "runs", "index")):
-        return [out] + list(also)
+def boot_dirs(d):
+    """The run directories of d: d itself if it holds runs/, else its
+    boot-K directories (run.sh's BT_BOOTS) in boot order; [] if neither."""
+    if os.path.exists(os.path.join(d, "runs", "index")):
+        return [d]
     boots = []
     try:
-        names = os.listdir(out)
+        names = os.listdir(d)
     except OSError:
         names = []
     for name in names:
         k = name[len("boot-"):]
         if (name.startswith("boot-") and k.isdigit() and
-                os.path.exists(os.path.join(out, name, "runs", "index"))):
-            boots.append((int(k), os.path.join(out, name)))
-    return [d for _, d in sorted(boots)] + list(also) or [out]
+                os.path.exists(os.path.join(d, name, "runs", "index"))):
+            boots.append((int(k), os.path.join(d, name)))
+    return [b for _, b in sorted(boots)]
+
+
+def run_dirs(out, also=()):
+    """The run directories a report pools: OUTDIR's (boot_dirs), then
+    those of each of also, which may be run directories or OUTDIRs of
+    boots, such as another model's run."""
+    dirs = boot_dirs(out) + [b for d in also for b in (boot_dirs(d) or [d])]
+    return dirs or [out]
 
 
 def load_runs(outs, rate="?"):
@@ -473,7 +482,7 @@ def fmt_ratio(ci):
         "  no difference" if v == "no difference" else "")
 
 
-def summarize(model, schemes, out):
+def summarize(model, schemes):
     rows = {}
     for s in SCHEMES:
         ok = [r for r in schemes.get(s, []) if r["ok"]]
@@ -628,7 +637,7 @@ def comparisons(schemes):
 def report(out, rate, also=(), quick=False):
     dirs = run_dirs(out, also)
     runs = load_runs(dirs, rate)
-    # the first boot's directory: its profiles, simulations and sweep
+    # the first boot's directory: its settings
     out = dirs[0]
     text, js = [], {"rate": rate, "models": {}, "boots": len(dirs),
                     "interval": "median of per-repetition ratios, %d%% "
@@ -652,8 +661,12 @@ def report(out, rate, also=(), quick=False):
         pass
     head = len(text)
     for model in sorted(runs):
-        rows = summarize(model, runs[model], out)
-        sim = load_sim(out, model)
+        # The model's profiles, simulations and sweep are in the first
+        # directory that ran it: models measured in separate runs (one
+        # model a session) are pooled into one table.
+        mout = dirs[min(r["boot"] for rs in runs[model].values() for r in rs)]
+        rows = summarize(model, runs[model])
+        sim = load_sim(mout, model)
         any_row = next(iter(rows.values()), None)
         if any_row is None:
             text.append("%s: no run finished" % model)
@@ -681,7 +694,7 @@ def report(out, rate, also=(), quick=False):
                     "from the start of iteration 2 to the start of the last, "
                     "what a long job sees)" % any_row["iters"])
         conf = []
-        tn = read_tune(out, model)
+        tn = read_tune(mout, model)
         if "ddp-tuned" in rows:
             c = rows["ddp-tuned"]["config"]
             conf.append("DDP tuned: bucket_cap_mb %s, gradient_as_bucket_view %s%s" % (
@@ -843,7 +856,7 @@ def report(out, rate, also=(), quick=False):
                             "predicted %.3fx (%+.1f%%): %s" % (
                                 what, fmt_ratio(ratios[key]), pred["mercury_vs_fifo"], 100 * d,
                                 "within 10%" if abs(d) <= 0.10 else "NOT within 10%"))
-        car = carried_sim(out, model, runs[model], rate)
+        car = carried_sim(mout, model, runs[model], rate)
         if car:
             pred["carried_bps"] = car["bps"]
             pred["mercury_vs_fifo_carried"] = car["fifo-stream"] / car["mercury"]
@@ -896,7 +909,7 @@ def report(out, rate, also=(), quick=False):
             "sim_ms": sim, "predicted": pred, "measured": meas,
             "ratios": ratios, "targets": js_targets,
             "lossy_rel_dev": lossy, "lossy_sum_rel_dev": lossy_sum,
-            "tune": read_tune(out, model), "goals": goals,
+            "tune": tn, "goals": goals,
         }
         js["models"][model]["_rows"] = rows
     text[head:head] = headline(js, runs)
@@ -970,6 +983,17 @@ def fmt_cell(ci):
         " no difference" if verdict(ci) == "no difference" else "")
 
 
+def boots_label(runs, models):
+    """How many boots each model's runs come from: "3 boots", or per
+    model where directories of separate runs are pooled."""
+    nb = {m: len({r["boot"] for rs in runs[m].values() for r in rs})
+          for m in models}
+    if len(set(nb.values())) == 1:
+        n = nb[models[0]]
+        return "%d boot%s" % (n, "s" if n > 1 else "")
+    return "boots: " + ", ".join("%s %d" % (m, n) for m, n in nb.items())
+
+
 def headline(js, runs):
     """The table a reader looks at first: rows the schemes, a column per
     model of it/s over stock DDP; then the targets. Also js["headline"]."""
@@ -979,8 +1003,7 @@ def headline(js, runs):
     width = 40
     text = ["headline: it/s over stock DDP, median of the per-repetition ratios "
             "[95%% bootstrap interval] runs/boots paired, \"no difference\" "
-            "where the interval holds 1.0 (%d boot%s)" % (
-                js["boots"], "s" if js["boots"] > 1 else ""),
+            "where the interval holds 1.0 (%s)" % boots_label(runs, models),
             ("  %-36s %s" % ("scheme", " ".join("%-*s" % (width, m)
                                                 for m in models))).rstrip()]
     hl = {m: {} for m in models}
@@ -1141,11 +1164,11 @@ def main():
                     "pixels (default 32)")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--also", action="append", default=[], metavar="DIR",
-                    help="pool the runs of another run directory (another "
-                    "boot) with OUTDIR's; the simulator's input stays "
-                    "OUTDIR's")
+                    help="pool the runs of another run directory or "
+                    "OUTDIR of boots (another boot, another model's run) "
+                    "with OUTDIR's")
     ap.add_argument("dirs", nargs="*", metavar="DIR",
-                    help="more run directories, as --also")
+                    help="more run directories or OUTDIRs of boots, as --also")
     ap.add_argument("--quick", action="store_true",
                     help="label the report a preview (BT_QUICK=1; also "
                     "taken from OUTDIR/torch.env)")

@@ -254,8 +254,7 @@ with tempfile.TemporaryDirectory() as d:
 rows = report.summarize("toy", {"mercury": [
     steady_run((0, 1, 3, 5), (0, 1, 5, 9)),     # slower rank: 4 s -> 0.25
     steady_run((0, 2, 4, 6), (0, 2, 4, 6)),     # 2 s -> 0.5
-    steady_run((0, 1, 2, 3), (0, 1, 2, 3))]},   # 1 s -> 1.0
-    None)
+    steady_run((0, 1, 2, 3), (0, 1, 2, 3))]})   # 1 s -> 1.0
 check("steady it/s: the slower rank per run, median of runs (0.5)",
       rows["mercury"]["steady"] == 0.5, json.dumps(rows["mercury"]["steady"]))
 
@@ -499,8 +498,8 @@ check("two boots that disagree: the boots are resampled, [0.9, 1.2], "
       json.dumps(ci))
 
 
-def boot_dir(d, table, extra=None):
-    """A run directory of model toy from {scheme: [it/s per repetition]}
+def boot_dir(d, table, extra=None, model="toy"):
+    """A run directory of model from {scheme: [it/s per repetition]}
     (None: that repetition did not run); both ranks alike."""
     os.makedirs(os.path.join(d, "runs"))
     with open(os.path.join(d, "runs", "index"), "w") as idx:
@@ -508,10 +507,11 @@ def boot_dir(d, table, extra=None):
             for r, ips in enumerate(reps, 1):
                 if ips is None:
                     continue
-                tag = "toy.%s.%d" % (sch, r)
+                tag = "%s.%s.%d" % (model, sch, r)
                 idx.write("%s %d\n" % (tag, r))
                 for k in (0, 1):
                     rk = rank(sch, k, ips, [2.0, 1.5, 1.0])
+                    rk["model"] = model
                     rk["config"] = (extra or {}).get(sch, {})
                     with open(os.path.join(d, "runs", "%s.r%d.json" % (tag, k)), "w") as f:
                         json.dump(rk, f)
@@ -555,6 +555,38 @@ with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
           abs(r["median"] - 1.225) < 1e-12 and abs(r["lo"] - 1.2) < 1e-12 and
           abs(r["hi"] - 1.25) < 1e-12 and "n=6, 2 boots" in p.stdout and
           "two-stage over 2 boots" in js["interval"], p.stdout + p.stderr)
+
+# Models measured in separate runs (one a session) pooled into one
+# table written to an empty OUTDIR: DIR A, an OUTDIR of boots, holds toy
+# in two boots, run directory B toy2 in one, with its own sweep and
+# simulation, which the report must find in B.
+with tempfile.TemporaryDirectory() as top, tempfile.TemporaryDirectory() as a, \
+        tempfile.TemporaryDirectory() as b:
+    for k in (1, 2):
+        boot_dir(os.path.join(a, "boot-%d" % k), {"ddp": [1.0] * 2, "mercury": [1.2] * 2})
+    with open(os.path.join(a, "boot-1", "tune-toy.txt"), "w") as f:
+        f.write("5\n5 0.400\n25 0.450\n")
+    boot_dir(b, {"ddp": [1.0] * 2, "mercury": [1.5] * 2}, model="toy2")
+    with open(os.path.join(b, "tune-toy2.txt"), "w") as f:
+        f.write("1\n1 0.300\n25 0.350\n")
+    for s, ms in (("fifo-stream", 1000.0), ("mercury", 800.0)):
+        with open(os.path.join(b, "runs", "sim-toy2-%s.json" % s), "w") as f:
+            json.dump({"compute_ms": 500.0, "gradient_bytes": 4000000,
+                       "results": [{"scheme": s, "iteration_ms": ms}]}, f)
+    p, js = run_dirs(top, a, b)
+    ms = (js or {}).get("models", {})
+    check("models from separate runs pooled: one headline column each, each "
+          "model's sweep and simulation from the directory that ran it, "
+          "the boots counted per model",
+          p.returncode == 0 and set(ms) == {"toy", "toy2"} and
+          ms["toy"]["ratios"]["mercury_vs_ddp"]["boots"] == 2 and
+          ms["toy2"]["ratios"]["mercury_vs_ddp"]["boots"] == 1 and
+          abs(ms["toy2"]["ratios"]["mercury_vs_ddp"]["median"] - 1.5) < 1e-12 and
+          (ms["toy"]["tune"] or "-")[0] == "5" and (ms["toy2"]["tune"] or "-")[0] == "1" and
+          ms["toy2"]["sim_ms"].get("mercury") == 800.0 and
+          not ms["toy"]["sim_ms"] and
+          "(boots: toy 2, toy2 1)" in p.stdout.split("\n")[0],
+          p.stdout + p.stderr)
 
 # The DDP variants: their configuration is printed (ddp-tuned's sweep
 # from run.sh's tune-MODEL.txt, PowerSGD's rank), the best fp32 DDP
