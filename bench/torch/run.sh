@@ -71,7 +71,9 @@
 # BT_<MODEL>_BATCH / BT_<MODEL>_SIZE (default auto: the size whose step
 # computes as long as its gradients take on the link, from a profile),
 # BT_DEADLINE, BT_CC (TCP congestion control of the ranks: the first of
-# "cubic reno" the namespace allows),
+# "cubic reno" the namespace allows), BT_RUN_TIMEOUT (900 s: a run
+# that outlasts it has hung, and its scheme is left out of that model's
+# later repetitions and boots, as skipped.txt says),
 # BT_GUEST_CPUS / BT_RANK_CPUS (taskset CPU lists for qemu and for the
 # ranks and their profiles: on a 2-core host the emulated network needs
 # a core of its own, or every overlap of compute with communication is
@@ -192,6 +194,8 @@ if [ "$BOOTS" -gt 1 ] && [ -z "${BT_BOOT:-}" ]; then
 		child=$!
 		wait $child || { rc=1; echo "bench-torch: boot $k failed" >&2; }
 		child=""
+		[ -s "$out/boot-$k/hung.txt" ] &&
+			export BT_HUNG="${BT_HUNG:-} $(tr '\n' ' ' < "$out/boot-$k/hung.txt")"
 		last=$(( $(date +%s) - tb ))
 		if [ $k = 1 ]; then
 			[ -s "$out/boot-1/chosen.env" ] ||
@@ -215,7 +219,7 @@ if [ "$BOOTS" -gt 1 ] && [ -z "${BT_BOOT:-}" ]; then
 fi
 boot=${BT_BOOT:-1}
 rm -rf "$out/runs" "$out"/req.* "$out"/ack.* "$out"/stats.* "$out"/util.* "$out/guest.ready" \
-	"$out"/tune-*.txt "$out/skipped.txt" "$out/chosen.env"
+	"$out"/tune-*.txt "$out/skipped.txt" "$out/chosen.env" "$out/hung.txt"
 mkdir -p "$out/runs"
 
 # worker_scheme SCHEME: the training code of a bench scheme (worker.py's
@@ -497,7 +501,12 @@ run_ranks() {
 			> "$out/runs/$3.r$i.log" 2>&1 &
 		pids+=($!)
 	done
-	for i in 0 1; do wait "${pids[$i]}" || rc=1; done
+	# 124: a rank outlasted RUN_TIMEOUT (timeout's status; 137 after
+	# its -k), which the repetitions' loop treats as a hang
+	for i in 0 1; do
+		wait "${pids[$i]}" && continue
+		case $? in 124|137) rc=124 ;; *) [ $rc = 124 ] || rc=1 ;; esac
+	done
 	net_counters "$3" net1
 	return $rc
 }
@@ -637,6 +646,21 @@ if [ "$BULK" = 1 ] && [ -n "$BYTES" ]; then
 fi
 # --- end BT_BULK ---
 
+# A run that outlasts RUN_TIMEOUT is a hang, not a slow run (measured:
+# torch 1.13's powerSGD_hook on gloo deadlocks with resnet18's buckets),
+# so its scheme is left out of the model's later repetitions and boots
+# (BT_HUNG, "MODEL:SCHEME ...", passed on by the boots' loop) instead of
+# costing RUN_TIMEOUT each time.
+HUNG=${BT_HUNG:-}
+hung() {
+	case " $HUNG " in *" $1:$2 "*) return 0 ;; esac
+	return 1
+}
+for h in $HUNG; do
+	echo "bench-torch: leaving out ${h#*:} for ${h%%:*}: it hung in an earlier boot" |
+		tee -a "$out/skipped.txt"
+done
+
 # Every repetition runs every model under every scheme, in turn.
 total=$(( REPEAT * $(echo $MODELS | wc -w) * $(echo $SCHEMES | wc -w) ))
 k=0
@@ -682,15 +706,26 @@ for r in $(seq 1 "$REPEAT"); do
 				continue
 			fi
 			# --- end BT_BULK ---
+			if hung "$m" "$sch"; then
+				echo "bench-torch: $k/$total $m $sch run $r: left out (it hung before)"
+				continue
+			fi
 			guest "$q"
 			tag=$m.$sch.$r
 			echo "$tag $nreq" >> "$out/runs/index"
 			[ "$BULK" = 1 ] && tap_dropped "$tag"
-			if run_ranks "$w" "$m" "$tag" "$ch" "${extra[@]}"; then res=ok; else res=FAILED; fi
+			run_ranks "$w" "$m" "$tag" "$ch" "${extra[@]}"
+			case $? in 0) res=ok ;; 124) res="FAILED: hung for ${RUN_TIMEOUT} s" ;; *) res=FAILED ;; esac
 			[ "$BULK" = 1 ] && tap_dropped "$tag"
 			echo "bench-torch: [$(($(date +%s) - start))s] $k/$total $m $sch run $r: $res" \
 				"($(cut -d' ' -f1 /proc/loadavg))"
-			[ $res = ok ] || tail -n 5 "$out/runs/$tag.r0.log" "$out/runs/$tag.r1.log"
+			[ "$res" = ok ] || tail -n 5 "$out/runs/$tag.r0.log" "$out/runs/$tag.r1.log"
+			case $res in *hung*)
+				HUNG="$HUNG $m:$sch"
+				echo "$m:$sch" >> "$out/hung.txt"
+				echo "bench-torch: leaving out $sch for $m from here on: run $r" \
+					"hung for ${RUN_TIMEOUT} s" | tee -a "$out/skipped.txt" ;;
+			esac
 			# --- BT_BULK ---
 			[ "$BULK" = 1 ] && [ "$SCENARIO" = bulk ] &&
 				bulk_run "$w" "$m" "$sch" "$r" "$q" "$ch" "${extra[@]}"
