@@ -21,9 +21,10 @@
 # gradients to resnet18's 45 MB, and per boot about 2 min of boot,
 # build and probes, 3 more in the first for the size rule's profiles
 # and the ddp-tuned sweep). resnet18's
-# runs take 1.5-2 min each, vgg11's (39 MB of gradients) presumably
-# about as long, so BT_FULL=1 takes about 4 hours (10 schemes x 6 runs
-# x ~4.5 min for the three models, with the boots' overhead).
+# runs take 2.5-3 min each (2026-12-05: a boot of 8 schemes x 2 runs
+# 45 min, the profiles and sweep 13 more: about 2.5 h for 3 boots),
+# vgg11's (39 MB of gradients) presumably about as long, so BT_FULL=1
+# takes presumably 5-6 hours.
 #
 # BT_BOOTS=N boots the guest N times (default 3; 1 with BT_QUICK=1,
 # BT_CAPTURE=1 or BT_BULK=1). With N > 1 each boot runs every repetition
