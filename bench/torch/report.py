@@ -108,6 +108,12 @@ def run_dirs(out, also=()):
     return dirs or [out]
 
 
+def model_boots(runs, model):
+    """The indices (into the pooled directories) of the boots that ran
+    model, in order."""
+    return sorted({r["boot"] for rs in runs[model].values() for r in rs})
+
+
 def load_runs(outs, rate="?"):
     """The runs of every directory of outs (several boots' runs pooled)."""
     runs = {}
@@ -652,19 +658,23 @@ def report(out, rate, also=(), quick=False):
         text.append("PREVIEW (BT_QUICK=1: one repetition of a few iterations "
                     "of a small model): it shows that every scheme runs end "
                     "to end; its numbers are not results.")
-    try:
-        with open(os.path.join(out, "skipped.txt")) as f:
-            for line in f:
-                if line.strip():
-                    text.append(line.strip().replace("bench-torch: ", ""))
-    except OSError:
-        pass
+    # what each pooled directory left out (another model's run may have
+    # left out other schemes), each line once
+    for d in dirs:
+        try:
+            with open(os.path.join(d, "skipped.txt")) as f:
+                for line in f:
+                    line = line.strip().replace("bench-torch: ", "")
+                    if line and line not in text:
+                        text.append(line)
+        except OSError:
+            pass
     head = len(text)
     for model in sorted(runs):
         # The model's profiles, simulations and sweep are in the first
         # directory that ran it: models measured in separate runs (one
         # model a session) are pooled into one table.
-        mout = dirs[min(r["boot"] for rs in runs[model].values() for r in rs)]
+        mout = dirs[model_boots(runs, model)[0]]
         rows = summarize(model, runs[model])
         sim = load_sim(mout, model)
         any_row = next(iter(rows.values()), None)
@@ -986,8 +996,7 @@ def fmt_cell(ci):
 def boots_label(runs, models):
     """How many boots each model's runs come from: "3 boots", or per
     model where directories of separate runs are pooled."""
-    nb = {m: len({r["boot"] for rs in runs[m].values() for r in rs})
-          for m in models}
+    nb = {m: len(model_boots(runs, m)) for m in models}
     if len(set(nb.values())) == 1:
         n = nb[models[0]]
         return "%d boot%s" % (n, "s" if n > 1 else "")
