@@ -41,9 +41,11 @@ result() {	# result ok|fail|skip NAME
 }
 
 # run_suite NAME CMD...: count the TAP/KTAP lines CMD prints; a non-zero
-# exit with no failing line, or no line at all, is one failure.
+# exit with no failing line, or no line at all, is one failure. The
+# diagnostics under a failing line (up to 15 "# " lines) are passed on
+# beneath it, so that the reason stands next to the failure.
 run_suite() {
-	local name=$1 log=$logs/$1.log rc line desc f0=$fail
+	local name=$1 log=$logs/$1.log rc line desc f0=$fail why=0
 	shift
 	echo "# suite $name: $*"
 	"$@" > "$log" 2>&1
@@ -52,13 +54,15 @@ run_suite() {
 	while IFS= read -r line; do
 		case $line in
 		"ok "*"# SKIP"*|"ok "*"# skip"*)
-			found=1; result skip "$name: ${line#ok * }" ;;
+			why=0; found=1; result skip "$name: ${line#ok * }" ;;
 		"ok "*)
-			found=1; desc=$(echo "$line" | sed -E 's/^ok [0-9]+ (- )?//'); result ok "$name: $desc" ;;
+			why=0; found=1; desc=$(echo "$line" | sed -E 's/^ok [0-9]+ (- )?//'); result ok "$name: $desc" ;;
 		"not ok "*)
-			found=1; desc=$(echo "$line" | sed -E 's/^not ok [0-9]+ (- )?//'); result fail "$name: $desc" ;;
+			why=15; found=1; desc=$(echo "$line" | sed -E 's/^not ok [0-9]+ (- )?//'); result fail "$name: $desc" ;;
+		"#"*)
+			[ $why = 0 ] || { why=$((why - 1)); echo "#   $line"; } ;;
 		esac
-	done < <(grep -E '^(not )?ok [0-9]+' "$log")
+	done < <(grep -E '^(not )?ok [0-9]+|^#' "$log")
 	if [ $found = 0 ] || { [ $rc != 0 ] && [ $fail = "$f0" ]; }; then
 		result fail "$name: exited $rc (see $log)"
 	fi

@@ -470,13 +470,22 @@ class TapResult(unittest.TextTestResult):
         super().addSuccess(test)
         self._line(True, test)
 
+    def _why(self, found):
+        """The failure's last lines as TAP diagnostics under its "not ok",
+        where a log cut to the failing lines still shows them."""
+        for line in found[-1][1].rstrip().splitlines()[-12:]:
+            print("# " + line)
+        sys.stdout.flush()
+
     def addFailure(self, test, err):
         super().addFailure(test, err)
         self._line(False, test)
+        self._why(self.failures)
 
     def addError(self, test, err):
         super().addError(test, err)
         self._line(False, test)
+        self._why(self.errors)
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)

@@ -681,8 +681,13 @@ class Example(unittest.TestCase):
     SCRIPT = os.path.join(HERE, "..", "examples", "train_torchvision.py")
 
     def train(self, *extra):
+        # --standalone would rendezvous on the fixed port 29400, taken on a
+        # shared host by anything else there (or by this test's previous
+        # launcher still closing): a free port of its own instead.
         r = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+             "--rdzv_backend", "c10d",
+             "--rdzv_endpoint", "127.0.0.1:%d" % free_port(),
              "--nproc_per_node", "2", "--redirects", "1", "--tee", "1",
              self.SCRIPT, "--iters", "4", "--batch", "4", "--size", "32",
              "--workers", "1"] + list(extra),
