@@ -74,7 +74,8 @@
 # BT_DEADLINE, BT_CC (TCP congestion control of the ranks: the first of
 # "cubic reno" the namespace allows), BT_RUN_TIMEOUT (900 s: a run
 # that outlasts it has hung, and its scheme is left out of that model's
-# later repetitions and boots, as skipped.txt says),
+# later repetitions and boots, as skipped.txt says; the bucket sweep
+# has it for each of its configurations),
 # BT_GUEST_CPUS / BT_RANK_CPUS (taskset CPU lists for qemu and for the
 # ranks and their profiles: on a 2-core host the emulated network needs
 # a core of its own, or every overlap of compute with communication is
@@ -486,23 +487,24 @@ net_counters() {
 }
 
 # run_ranks SCHEME MODEL TAG CHANNELS [WORKER ARGS...]: both ranks, each
-# in its namespace (SCHEME: worker.py's).
+# in its namespace (SCHEME: worker.py's), each stopped after RUN_LIMIT
+# seconds (default RUN_TIMEOUT).
 nrun=0
 run_ranks() {
-	local i pids=() rc=0 b s
+	local i pids=() rc=0 b s limit=${RUN_LIMIT:-$RUN_TIMEOUT}
 	eval "b=\$${2}_batch s=\$${2}_size"
 	nrun=$((nrun + 1))
 	net_counters "$3" net0
 	for i in 0 1; do
 		ip netns exec "${ns[$i]}" env MASTER_ADDR=10.77.1.2 MASTER_PORT=$((29500 + nrun)) \
 			RANK=$i WORLD_SIZE=2 GLOO_SOCKET_IFNAME="${tap[$i]}" OMP_NUM_THREADS=1 \
-			timeout -k 10 "$RUN_TIMEOUT" "${rank_pin[@]}" "$PY" "$here/worker.py" --scheme "$1" --model "$2" \
+			timeout -k 10 "$limit" "${rank_pin[@]}" "$PY" "$here/worker.py" --scheme "$1" --model "$2" \
 			--batch "$b" --size "$s" --iters "$ITERS" --warmup "$WARMUP" \
 			--channels "$4" "${@:5}" -o "$out/runs/$3.r$i.json" \
 			> "$out/runs/$3.r$i.log" 2>&1 &
 		pids+=($!)
 	done
-	# 124: a rank outlasted RUN_TIMEOUT (timeout's status; 137 after
+	# 124: a rank outlasted its limit (timeout's status; 137 after
 	# its -k), which the repetitions' loop treats as a hang
 	for i in 0 1; do
 		wait "${pids[$i]}" && continue
@@ -533,8 +535,13 @@ case " $SCHEMES " in *" ddp-tuned "*)
 			continue
 		fi
 		caps=$(echo $DDP_BUCKETS | tr ' ' ,)
-		ITERS=$TUNE_ITERS run_ranks ddp-tuned "$m" "tune-$m" "$CHANNELS" --tune "$caps" ||
-			{ tail -n 5 "$out/runs/tune-$m.r0.log"; die "the bucket_cap_mb sweep of $m failed"; }
+		# the sweep is a run of each configuration in turn: a run's
+		# limit for each of them
+		limit=$((RUN_TIMEOUT * 2 * $(echo $DDP_BUCKETS | wc -w)))
+		RUN_LIMIT=$limit ITERS=$TUNE_ITERS run_ranks ddp-tuned "$m" "tune-$m" "$CHANNELS" --tune "$caps" || {
+			[ $? = 124 ] && die "the bucket_cap_mb sweep of $m outlasted its $limit s" \
+				"(BT_RUN_TIMEOUT for each of its configurations)"
+			tail -n 5 "$out/runs/tune-$m.r0.log"; die "the bucket_cap_mb sweep of $m failed"; }
 		"$PY" - "$out/runs/tune-$m.r0.json" "$out/runs/tune-$m.r1.json" > "$out/tune-$m.txt" <<-'EOT' ||
 			import json, sys
 			t = [json.load(open(p))["tune"] for p in sys.argv[1:]]
