@@ -23,7 +23,8 @@
 # and the ddp-tuned sweep). resnet18's
 # runs take 2.5-3 min each (2026-12-05: a boot of 8 schemes x 2 runs
 # 45 min, the profiles and sweep 13 more: about 2.5 h for 3 boots),
-# vgg11's (39 MB of gradients) presumably about as long, so BT_FULL=1
+# vgg11's (39 MB of gradients, 96 px) 2-2.5 min (a boot of its 9
+# schemes once 22 min, the profiles and sweep 10 more), so BT_FULL=1
 # takes presumably 5-6 hours.
 #
 # BT_BOOTS=N boots the guest N times (default 3; 1 with BT_QUICK=1,
